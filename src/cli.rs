@@ -1,0 +1,305 @@
+//! The command line: flags parsed by clap, turned into plans, handed to the library.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use futures::StreamExt;
+
+use crate::dataset::Dataset;
+use crate::docker::Engine;
+use crate::docker::image::{ensure_base_images, ensure_task_image};
+use crate::events::Verbosity;
+use crate::plan::{Criterion, RawRunOptions, RunPlan};
+use crate::results::RunDir;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "harness",
+    version,
+    about = "Evaluate agent patches that make software faster: Opt@K and pass@k, measured in containers"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Only warnings and the final summary.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Every phase of every variant.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The main job: evaluate the first K samples of each instance for a model.
+    #[command(name = "opt-at-k")]
+    OptAtK(OptAtKArgs),
+    /// Build (or confirm cached) the task images only.
+    Build(BuildArgs),
+    /// Regenerate every report of a run folder from its saved results (no Docker).
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CriterionArg {
+    /// GSO's thresholds applied to the 95% confidence interval, rounds added until decided.
+    Strict,
+    /// GSO's rule applied to means (reproduces published numbers).
+    Gso,
+}
+
+#[derive(Debug, Args)]
+pub struct OptAtKArgs {
+    /// Model name used in reports and folder names.
+    #[arg(long)]
+    pub model: String,
+    /// Predictions file (JSONL or JSON); repeat for K files, file order = sample index.
+    #[arg(long, required = true)]
+    pub predictions: Vec<PathBuf>,
+    /// Samples per instance to evaluate.
+    #[arg(long)]
+    pub k: usize,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Decision rule for opt_base / opt_commit.
+    #[arg(long, value_enum, default_value = "strict")]
+    pub criterion: CriterionArg,
+    /// Seed of the bootstrap behind every confidence interval.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Measured rounds at least, for every task (default: the most `runs` of its benches).
+    #[arg(long)]
+    pub min_rounds: Option<u32>,
+    /// Measured rounds at most under strict (default: the most `max_runs` of its benches).
+    /// Strict needs 5 paired rounds for an interval: below that nothing is decided.
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
+    /// Wall-time budget of each task's measurement (default: the task's measure.max_seconds).
+    #[arg(long)]
+    pub max_measure_seconds: Option<f64>,
+    /// opt_base needs round(GM speedup over base, 1) >= this.
+    #[arg(long, default_value_t = 1.2)]
+    pub min_speedup: f64,
+    /// opt_commit needs HM of (human time / patch time) > this.
+    #[arg(long, default_value_t = 0.95)]
+    pub opt_thresh: f64,
+    /// Print the machine-readable summary (JSON) on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Dataset folder: one folder per task with a task.toml.
+    #[arg(long, default_value = "tasks")]
+    pub dataset: PathBuf,
+    /// Run folder name under the results folder (default: <model>-k<K>; repeating a
+    /// command resumes its run).
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// Only these instances (space or comma separated).
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// Tasks prepared at once (measurements never overlap).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Multiply every timeout by this.
+    #[arg(long, default_value_t = 1.0)]
+    pub timeout_scale: f64,
+    /// Where run folders go.
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    #[arg(long, default_value = "tasks")]
+    pub dataset: PathBuf,
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// Rebuild even when an image with the same inputs exists.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Where build logs go (under images/).
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run folder (evaluation_results/<run_id>).
+    pub run_dir: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+    /// Report even when samples were measured on different machines (they are listed).
+    #[arg(long)]
+    pub allow_mixed_machines: bool,
+}
+
+/// Exit codes: 0 the run completed, 1 bad input or infrastructure failure, 130 interrupted.
+pub async fn main_with(cli: Cli) -> i32 {
+    let verbosity = if cli.quiet {
+        Verbosity::Quiet
+    } else if cli.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
+    let result = match cli.command {
+        Command::OptAtK(a) => opt_at_k(a, verbosity).await,
+        Command::Build(a) => build(a).await,
+        Command::Report(a) => report(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
+    let plan = RunPlan::resolve(RawRunOptions {
+        model: a.model,
+        predictions: a.predictions,
+        k: a.k,
+        dataset: a.common.dataset,
+        results_root: a.common.results_dir,
+        run_id: a.common.run_id,
+        instance_ids: a.common.instance_ids,
+        jobs: a.common.jobs,
+        timeout_scale: a.common.timeout_scale,
+        min_speedup: a.min_speedup,
+        opt_thresh: a.opt_thresh,
+        criterion: match a.criterion {
+            CriterionArg::Strict => Criterion::Strict,
+            CriterionArg::Gso => Criterion::Gso,
+        },
+        seed: a.seed,
+        min_rounds: a.min_rounds,
+        max_rounds: a.max_rounds,
+        max_measure_seconds: a.max_measure_seconds,
+        verbosity,
+        json: a.json,
+    })?;
+    let outcome = crate::runner::opt_at_k(&plan).await?;
+    if plan.json {
+        let mut summary = crate::report::json_summary(&outcome.summary);
+        if let serde_json::Value::Object(m) = &mut summary {
+            m.insert(
+                "invocation".into(),
+                serde_json::json!({
+                    "evaluated_samples": outcome.evaluated,
+                    "reused_samples": outcome.reused,
+                    "images_built": outcome.images_built,
+                    "interrupted": outcome.interrupted,
+                    "report_files": outcome.report_files,
+                }),
+            );
+        }
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", crate::report::terminal_summary(&outcome.summary));
+        println!("results: {}", outcome.run_dir.root.display());
+    }
+    Ok(if outcome.interrupted { 130 } else { 0 })
+}
+
+async fn build(a: BuildArgs) -> Result<i32> {
+    let dataset = Dataset::load(&a.dataset)?;
+    let (tasks, warnings) = dataset.select(&a.instance_ids)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let engine = Engine::connect().await?;
+    ensure_base_images(&engine, &tasks, &|m| eprintln!("{m}")).await?;
+    let cache = a.results_dir.join(".cache");
+    let failures = futures::stream::iter(tasks.iter().map(|task| {
+        let engine = &engine;
+        let cache = &cache;
+        let logs = a.results_dir.join("images");
+        async move {
+            let result = async {
+                let material = crate::source::materialize(task, cache)?;
+                ensure_task_image(
+                    engine,
+                    task,
+                    &material,
+                    &logs.join(format!("{}.build.log", task.id)),
+                    a.force,
+                    None,
+                )
+                .await
+            }
+            .await;
+            match result {
+                Ok(img) if img.cached => {
+                    println!("{}: {} (cached)", task.id, img.tag);
+                    0
+                }
+                Ok(img) => {
+                    println!(
+                        "{}: {} (built in {:.1} s, log {})",
+                        task.id,
+                        img.tag,
+                        img.build_seconds,
+                        img.log_path.display()
+                    );
+                    0
+                }
+                Err(e) => {
+                    eprintln!("error: {}: {e:#}", task.id);
+                    1
+                }
+            }
+        }
+    }))
+    .buffer_unordered(a.jobs.max(1))
+    .collect::<Vec<i32>>()
+    .await
+    .into_iter()
+    .sum::<i32>();
+    Ok(if failures > 0 { 1 } else { 0 })
+}
+
+fn report(a: ReportArgs) -> Result<i32> {
+    let run = RunDir {
+        root: a.run_dir.clone(),
+    };
+    let summary = crate::report::summarise(&run)
+        .with_context(|| format!("{}: cannot summarise", a.run_dir.display()))?;
+    let mixed = crate::report::mixed_fingerprints(&summary);
+    if !mixed.is_empty() {
+        if !a.allow_mixed_machines {
+            anyhow::bail!(
+                "{}: {} sample(s) were measured on another machine or harness build than run.json's ({}): {}\n\
+                 rerun them here (repeat the run command), or pass --allow-mixed-machines to report anyway",
+                a.run_dir.display(),
+                mixed.len(),
+                summary.info.fingerprint_id,
+                mixed.join(", ")
+            );
+        }
+        eprintln!(
+            "warning: reporting samples from other machines: {}",
+            mixed.join(", ")
+        );
+    }
+    let files = crate::report::write_all(&run, &summary)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::report::json_summary(&summary))?
+        );
+    } else {
+        print!("{}", crate::report::terminal_summary(&summary));
+        for f in files {
+            println!("wrote {}", f.display());
+        }
+    }
+    Ok(0)
+}

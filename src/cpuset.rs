@@ -1,0 +1,224 @@
+//! Exclusive CPU slots: each task in flight owns a set of cores, and every container of the
+//! task (and its image build) is pinned to them. So a bench never shares cores with another
+//! task's bench, build or tests.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How the machine's cores are split.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CpuPlan {
+    pub machine_cores: usize,
+    /// Cores left to the harness, the Docker daemon and the OS.
+    pub reserved: Vec<usize>,
+    /// One cpuset string (as Docker takes it, e.g. "1" or "2-3") per slot.
+    pub slots: Vec<String>,
+}
+
+fn cpuset_string(cores: &[usize]) -> String {
+    match (cores.first(), cores.last()) {
+        (Some(a), Some(b)) if cores.len() > 1 && b - a + 1 == cores.len() => format!("{a}-{b}"),
+        _ => cores
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+/// Splits `machine_cores` into at most `jobs` slots of `width` cores. Core 0 is kept for
+/// the harness and the daemon when there are at least two cores; a task wider than what is
+/// left gets every core but that one (or every core, on a one-core machine).
+pub fn plan_slots(machine_cores: usize, jobs: usize, width: usize) -> CpuPlan {
+    let machine_cores = machine_cores.max(1);
+    let (reserved, bench): (Vec<usize>, Vec<usize>) = if machine_cores >= 2 {
+        (vec![0], (1..machine_cores).collect())
+    } else {
+        (vec![], vec![0])
+    };
+    let width = width.clamp(1, bench.len());
+    let count = (bench.len() / width).clamp(1, jobs.max(1));
+    let slots = (0..count)
+        .map(|i| cpuset_string(&bench[i * width..(i + 1) * width]))
+        .collect();
+    CpuPlan {
+        machine_cores,
+        reserved,
+        slots,
+    }
+}
+
+/// Number of cores a task's `cpus` needs.
+pub fn width_for(cpus: f64) -> usize {
+    (cpus.ceil() as usize).max(1)
+}
+
+/// The slots, handed out one task at a time.
+pub struct SlotPool {
+    free: Arc<Mutex<Vec<String>>>,
+    permits: Arc<Semaphore>,
+    lock_dir: std::path::PathBuf,
+}
+
+/// A slot held by one task; returned to the pool on drop.
+pub struct Slot {
+    pub cpuset: String,
+    free: Arc<Mutex<Vec<String>>>,
+    _permit: OwnedSemaphorePermit,
+    /// Held open with an exclusive lock: other harness processes on this host wait for it.
+    _host_lock: Option<std::fs::File>,
+}
+
+/// An exclusive lock on a file named for the cpuset, so two harness processes on one host
+/// (parallel CI jobs, tests) never pin work to the same cores at once. Blocks until free.
+fn lock_cores_on_host(dir: &std::path::Path, cpuset: &str) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(format!("harness-cores-{}.lock", cpuset.replace(',', "_")));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .ok()?;
+    // SAFETY: flock on a descriptor this function owns; no memory is shared.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    (rc == 0).then_some(file)
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut free) = self.free.lock() {
+            free.push(self.cpuset.clone());
+        }
+    }
+}
+
+impl SlotPool {
+    /// Slots of `plan`, locked host-wide through files in the temp folder.
+    pub fn new(plan: &CpuPlan) -> SlotPool {
+        SlotPool::with_lock_dir(plan, std::env::temp_dir())
+    }
+
+    pub fn with_lock_dir(plan: &CpuPlan, lock_dir: std::path::PathBuf) -> SlotPool {
+        let mut free = plan.slots.clone();
+        free.reverse();
+        SlotPool {
+            permits: Arc::new(Semaphore::new(free.len())),
+            free: Arc::new(Mutex::new(free)),
+            lock_dir,
+        }
+    }
+
+    pub async fn acquire(&self) -> Slot {
+        let permit = match self.permits.clone().acquire_owned().await {
+            Ok(p) => p,
+            // The semaphore is never closed.
+            Err(_) => unreachable!("slot semaphore closed"),
+        };
+        let cpuset = self
+            .free
+            .lock()
+            .ok()
+            .and_then(|mut f| f.pop())
+            .unwrap_or_else(|| "0".into());
+        // The slot exists before the wait for the host lock, so a cancelled wait still
+        // gives the cores back to the pool.
+        let mut slot = Slot {
+            cpuset: cpuset.clone(),
+            free: self.free.clone(),
+            _permit: permit,
+            _host_lock: None,
+        };
+        let dir = self.lock_dir.clone();
+        slot._host_lock = tokio::task::spawn_blocking(move || lock_cores_on_host(&dir, &cpuset))
+            .await
+            .ok()
+            .flatten();
+        slot
+    }
+}
+
+/// Number of cores in a cpuset string ("1", "2-3", "0,2").
+pub fn cpuset_len(cpuset: &str) -> usize {
+    cpuset
+        .split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => match (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 1,
+            },
+            None => 1,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_leave_core_zero() {
+        let p = plan_slots(2, 1, 1);
+        assert_eq!(p.reserved, vec![0]);
+        assert_eq!(p.slots, vec!["1"]);
+        let p = plan_slots(2, 4, 1);
+        assert_eq!(p.slots, vec!["1"], "only one core to bench on");
+        let p = plan_slots(16, 4, 2);
+        assert_eq!(p.slots, vec!["1-2", "3-4", "5-6", "7-8"]);
+        let p = plan_slots(16, 100, 3);
+        assert_eq!(p.slots.len(), 5);
+        let p = plan_slots(4, 2, 8);
+        assert_eq!(p.slots, vec!["1-3"], "too wide: every core but 0");
+        let p = plan_slots(1, 3, 1);
+        assert_eq!(p.slots, vec!["0"]);
+        assert!(p.reserved.is_empty());
+    }
+
+    #[test]
+    fn cpuset_lengths() {
+        assert_eq!(cpuset_len("1"), 1);
+        assert_eq!(cpuset_len("1-3"), 3);
+        assert_eq!(cpuset_len("0,2,4-5"), 4);
+        assert_eq!(width_for(1.0), 1);
+        assert_eq!(width_for(1.5), 2);
+        assert_eq!(width_for(0.5), 1);
+    }
+
+    #[tokio::test]
+    async fn pool_hands_out_distinct_slots() {
+        let locks = tempfile::tempdir().unwrap();
+        let pool = SlotPool::with_lock_dir(&plan_slots(8, 3, 2), locks.path().to_path_buf());
+        let a = pool.acquire().await;
+        let b = pool.acquire().await;
+        let c = pool.acquire().await;
+        let mut got = vec![a.cpuset.clone(), b.cpuset.clone(), c.cpuset.clone()];
+        got.sort();
+        assert_eq!(got, vec!["1-2", "3-4", "5-6"]);
+        // A fourth waits until one is returned (the host lock of "3-4" is this process's
+        // own, released with the slot).
+        let waiting =
+            tokio::time::timeout(std::time::Duration::from_millis(50), pool.acquire()).await;
+        assert!(waiting.is_err());
+        drop(b);
+        let d = tokio::time::timeout(std::time::Duration::from_millis(500), pool.acquire())
+            .await
+            .unwrap();
+        assert_eq!(d.cpuset, "3-4");
+    }
+
+    #[tokio::test]
+    async fn another_pool_on_the_host_waits_for_the_cores() {
+        let locks = tempfile::tempdir().unwrap();
+        let plan = plan_slots(2, 1, 1);
+        let one = SlotPool::with_lock_dir(&plan, locks.path().to_path_buf());
+        let other = SlotPool::with_lock_dir(&plan, locks.path().to_path_buf());
+        let held = one.acquire().await;
+        let waiting =
+            tokio::time::timeout(std::time::Duration::from_millis(200), other.acquire()).await;
+        assert!(waiting.is_err(), "core 1 is held by the first pool");
+        drop(held);
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), other.acquire()).await;
+        assert_eq!(got.unwrap().cpuset, "1");
+    }
+}

@@ -1,0 +1,346 @@
+//! Task images: a build context made in memory from `images/` and the task's files, a tag
+//! derived from a hash of everything that goes in, built once.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use bollard::query_parameters::BuildImageOptionsBuilder;
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::{Engine, LABEL_DIGEST, LABEL_INSTANCE, LABEL_MANAGED};
+use crate::source::{EntryKind, Material};
+use crate::task::{DEFAULT_BASE_IMAGE, Task};
+
+const TEMPLATE: &str = include_str!("../../images/task.Dockerfile");
+
+/// The Dockerfile of a task, from the template.
+pub fn dockerfile(task: &Task) -> String {
+    let setup: String = task
+        .setup
+        .iter()
+        .map(|cmd| {
+            // JSON form: any command text survives, quotes and newlines included.
+            let argv = serde_json::json!(["/bin/sh", "-c", cmd]);
+            format!("RUN {argv}\n")
+        })
+        .collect();
+    TEMPLATE
+        .replace("{{BASE_IMAGE}}", &task.base_image)
+        .replace("{{SETUP}}", &setup)
+}
+
+/// The build context: `Dockerfile` and `source/` (the code at base).
+pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut add = |path: &str, data: &[u8], mode: u32| -> Result<()> {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(mode);
+        h.set_mtime(0);
+        h.set_entry_type(tar::EntryType::Regular);
+        b.append_data(&mut h, path, data)
+            .with_context(|| format!("cannot pack {path} into the build context"))
+    };
+    add("Dockerfile", dockerfile(task).as_bytes(), 0o644)?;
+    for e in &material.entries {
+        if let EntryKind::File { mode, data } = &e.kind {
+            add(&format!("source/{}", e.path), data, *mode)?;
+        }
+    }
+    let mut b = b;
+    let mut dir = tar::Header::new_gnu();
+    dir.set_entry_type(tar::EntryType::Directory);
+    dir.set_mode(0o755);
+    dir.set_mtime(0);
+    dir.set_size(0);
+    b.append_data(&mut dir, "source/", std::io::empty())
+        .context("cannot pack the source folder")?;
+    for e in &material.entries {
+        if let EntryKind::Symlink { target } = &e.kind {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_mode(0o777);
+            h.set_mtime(0);
+            h.set_size(0);
+            b.append_link(&mut h, format!("source/{}", e.path), target)
+                .with_context(|| format!("cannot pack link {}", e.path))?;
+        }
+    }
+    b.into_inner().context("cannot finish the build context")
+}
+
+/// Docker repository names are lowercase letters, digits and separators.
+fn repo_name(instance_id: &str) -> String {
+    let mut s: String = instance_id
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while s.starts_with(['-', '_', '.']) {
+        s.remove(0);
+    }
+    format!("harness-task/{}", if s.is_empty() { "task" } else { &s })
+}
+
+/// The tag: a hash over the Dockerfile, the context and the base image's id, so any change
+/// to what goes in makes a new image and nothing else does.
+pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(dockerfile(task).as_bytes());
+    h.update([0]);
+    h.update(material.digest.as_bytes());
+    h.update([0]);
+    h.update(base_image_id.as_bytes());
+    let digest = hex::encode(h.finalize());
+    format!("{}:{}", repo_name(&task.id), &digest[..16])
+}
+
+/// The id of a local image, or `None` when it is not there.
+pub async fn local_image_id(engine: &Engine, name: &str) -> Result<Option<String>> {
+    match engine.api.inspect_image(name).await {
+        Ok(i) => Ok(Some(i.id.unwrap_or_default())),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot inspect image {name}")),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskImage {
+    pub tag: String,
+    /// True when the image already existed and nothing was built.
+    pub cached: bool,
+    pub build_seconds: f64,
+    pub log_path: PathBuf,
+}
+
+/// Builds the task's image unless an image with its tag exists (or `force`). The build
+/// output goes to `log_path`; a failed build's error carries its last lines.
+pub async fn ensure_task_image(
+    engine: &Engine,
+    task: &Task,
+    material: &Material,
+    log_path: &Path,
+    force: bool,
+    cpuset: Option<&str>,
+) -> Result<TaskImage> {
+    let base_id = local_image_id(engine, &task.base_image)
+        .await?
+        .unwrap_or_else(|| task.base_image.clone());
+    let tag = image_tag(task, material, &base_id);
+    let before = local_image_id(engine, &tag).await?;
+    if !force && before.is_some() {
+        return Ok(TaskImage {
+            tag,
+            cached: true,
+            build_seconds: 0.0,
+            log_path: log_path.to_path_buf(),
+        });
+    }
+    let started = Instant::now();
+    let context = context_tar(task, material)?;
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+    }
+    let mut log = std::fs::File::create(log_path)
+        .with_context(|| format!("{}: cannot create build log", log_path.display()))?;
+    let _ = writeln!(
+        log,
+        "# harness build of {} as {tag}\n# --- Dockerfile ---\n{}# ---",
+        task.id,
+        dockerfile(task)
+    );
+
+    let mut labels = HashMap::new();
+    labels.insert(LABEL_MANAGED.to_string(), "true".to_string());
+    labels.insert(LABEL_INSTANCE.to_string(), task.id.clone());
+    labels.insert(LABEL_DIGEST.to_string(), material.digest.clone());
+    let mut builder = BuildImageOptionsBuilder::default();
+    if let Some(cpus) = cpuset {
+        builder = builder.cpusetcpus(cpus);
+    }
+    let opts = builder
+        .dockerfile("Dockerfile")
+        .t(&tag)
+        .rm(true)
+        // Without forcerm a failed classic build leaves its intermediate container behind.
+        .forcerm(true)
+        .labels(&labels)
+        .build();
+    // Large contexts can outlast the client's default request timeout.
+    let api = engine.api.clone().with_timeout(Duration::from_secs(3600));
+    let mut stream = api.build_image(opts, None, Some(bollard::body_full(context.into())));
+    let mut failure: Option<String> = None;
+    let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let remember = |line: &str, tail: &mut std::collections::VecDeque<String>| {
+        for l in line.lines() {
+            tail.push_back(l.to_string());
+            if tail.len() > 30 {
+                tail.pop_front();
+            }
+        }
+    };
+    let drive = async {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(s) = info.stream.as_deref() {
+                        let _ = log.write_all(s.as_bytes());
+                        remember(s, &mut tail);
+                    }
+                    if let Some(s) = info.status.as_deref() {
+                        let _ = writeln!(log, "{s}");
+                    }
+                    if let Some(detail) = info.error_detail.as_ref() {
+                        let msg = detail
+                            .message
+                            .clone()
+                            .unwrap_or_else(|| "build error".into());
+                        let _ = writeln!(log, "ERROR: {msg}");
+                        failure = Some(msg);
+                    }
+                }
+                Err(e) => {
+                    let msg = match &e {
+                        bollard::errors::Error::DockerStreamError { error } => error.clone(),
+                        other => other.to_string(),
+                    };
+                    let _ = writeln!(log, "ERROR: {msg}");
+                    failure = Some(msg);
+                    break;
+                }
+            }
+        }
+    };
+    if tokio::time::timeout(task.setup_timeout, drive)
+        .await
+        .is_err()
+    {
+        let _ = writeln!(log, "ERROR: build timed out after {:?}", task.setup_timeout);
+        failure = Some(format!(
+            "timed out after {} s",
+            task.setup_timeout.as_secs()
+        ));
+    }
+    // A stream may end with a spurious error after a successful build: the image decides.
+    let after = local_image_id(engine, &tag).await?;
+    let built = after.is_some() && (failure.is_none() || after != before);
+    if !built {
+        let why = failure.unwrap_or_else(|| "the build ended without an image".into());
+        let last: Vec<String> = tail.into_iter().collect();
+        bail!(
+            "building the image of task {} failed: {why}\n  log: {}\n  last lines:\n    {}",
+            task.id,
+            log_path.display(),
+            last.join("\n    ")
+        );
+    }
+    let _ = writeln!(log, "# built in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(TaskImage {
+        tag,
+        cached: false,
+        build_seconds: started.elapsed().as_secs_f64(),
+        log_path: log_path.to_path_buf(),
+    })
+}
+
+/// Where `scripts/make-base-image.sh` is: `$HARNESS_SCRIPTS`, `./scripts`, or the checkout
+/// this binary was built from.
+fn base_image_script() -> Option<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Ok(dir) = std::env::var("HARNESS_SCRIPTS") {
+        candidates.push(PathBuf::from(dir).join("make-base-image.sh"));
+    }
+    candidates.push(PathBuf::from("scripts/make-base-image.sh"));
+    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-base-image.sh"));
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+/// Makes the default base image when a task needs it and it is missing, by running
+/// `scripts/make-base-image.sh` (debootstrap + import: no registry needed). Other base
+/// images are left to the build's own FROM (pulled where a registry is reachable).
+pub async fn ensure_base_images(
+    engine: &Engine,
+    tasks: &[&Task],
+    say: &(dyn Fn(String) + Sync),
+) -> Result<()> {
+    if !tasks.iter().any(|t| t.base_image == DEFAULT_BASE_IMAGE) {
+        return Ok(());
+    }
+    if local_image_id(engine, DEFAULT_BASE_IMAGE).await?.is_some() {
+        return Ok(());
+    }
+    let script = base_image_script().ok_or_else(|| {
+        anyhow!(
+            "the base image {DEFAULT_BASE_IMAGE} is missing and scripts/make-base-image.sh was not found \
+             (run the harness from its repository, or set HARNESS_SCRIPTS)"
+        )
+    })?;
+    say(format!(
+        "base image {DEFAULT_BASE_IMAGE} is missing: making it once with {} (debootstrap, about 1-2 minutes)",
+        script.display()
+    ));
+    let mut child = tokio::process::Command::new("bash")
+        .arg(&script)
+        .env("HARNESS_BASE_IMAGE", DEFAULT_BASE_IMAGE)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let mut lines_out = Vec::new();
+    use tokio::io::AsyncBufReadExt;
+    let read_out = async {
+        if let Some(s) = stdout {
+            let mut lines = tokio::io::BufReader::new(s).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                say(format!("  {l}"));
+            }
+        }
+    };
+    let read_err = async {
+        if let Some(s) = stderr {
+            let mut lines = tokio::io::BufReader::new(s).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                lines_out.push(l);
+            }
+        }
+    };
+    futures::join!(read_out, read_err);
+    let status = child
+        .wait()
+        .await
+        .context("waiting for the base image script")?;
+    if !status.success() || local_image_id(engine, DEFAULT_BASE_IMAGE).await?.is_none() {
+        bail!(
+            "{} failed ({status}):\n{}",
+            script.display(),
+            lines_out.join("\n")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_names_are_valid() {
+        assert_eq!(repo_name("Foo__Bar-1"), "harness-task/foo__bar-1");
+        assert_eq!(repo_name("_x"), "harness-task/x");
+    }
+}

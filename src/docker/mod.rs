@@ -1,0 +1,224 @@
+//! The Docker engine, through bollard: connection, labels, and finding what this harness
+//! left behind.
+
+pub mod container;
+pub mod image;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+
+/// Every container and image this harness makes carries `LABEL_MANAGED=true`.
+pub const LABEL_MANAGED: &str = "org.harness.managed";
+/// The process that made a container: `host:pid:start-ticks`.
+pub const LABEL_OWNER: &str = "org.harness.owner";
+pub const LABEL_RUN: &str = "org.harness.run";
+pub const LABEL_INSTANCE: &str = "org.harness.instance";
+pub const LABEL_VARIANT: &str = "org.harness.variant";
+pub const LABEL_DIGEST: &str = "org.harness.digest";
+
+/// A connection to the engine, plus the set of containers this process has running, so
+/// Ctrl-C can remove them.
+#[derive(Clone)]
+pub struct Engine {
+    pub api: bollard::Docker,
+    owner: String,
+    live: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl Engine {
+    /// Connects (honouring `DOCKER_HOST`: unix, tcp, https, ssh) and checks the daemon answers.
+    pub async fn connect() -> Result<Engine> {
+        let where_ =
+            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+        let api = bollard::Docker::connect_with_defaults()
+            .with_context(|| format!("cannot connect to the Docker daemon at {where_}"))?;
+        let api = tokio::time::timeout(Duration::from_secs(20), api.negotiate_version())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!("the Docker daemon at {where_} did not answer within 20 s")
+            })?
+            .with_context(|| {
+                format!("cannot reach the Docker daemon at {where_}: is it running?")
+            })?;
+        api.ping()
+            .await
+            .with_context(|| format!("the Docker daemon at {where_} does not answer ping"))?;
+        Ok(Engine {
+            api,
+            owner: owner_token(std::process::id()),
+            live: Arc::new(Mutex::new(BTreeSet::new())),
+        })
+    }
+
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    pub(crate) fn track(&self, id: &str) {
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(id.to_string());
+        }
+    }
+
+    pub(crate) fn untrack(&self, id: &str) {
+        if let Ok(mut live) = self.live.lock() {
+            live.remove(id);
+        }
+    }
+
+    /// Containers this process has made and not yet removed.
+    pub fn live_containers(&self) -> Vec<String> {
+        self.live
+            .lock()
+            .map(|l| l.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Force-removes every container this process still has (Ctrl-C, fatal errors).
+    pub async fn remove_live_containers(&self) -> usize {
+        let ids = self.live_containers();
+        let mut removed = 0;
+        for id in &ids {
+            if force_remove(&self.api, id).await.is_ok() {
+                removed += 1;
+            }
+            self.untrack(id);
+        }
+        removed
+    }
+
+    /// Labelled containers of this harness, optionally only those of one run.
+    pub async fn list_managed(
+        &self,
+        extra_label: Option<(&str, &str)>,
+    ) -> Result<Vec<bollard::models::ContainerSummary>> {
+        let mut labels = vec![format!("{LABEL_MANAGED}=true")];
+        if let Some((k, v)) = extra_label {
+            labels.push(format!("{k}={v}"));
+        }
+        let mut filters: HashMap<String, Vec<String>> = HashMap::new();
+        filters.insert("label".into(), labels);
+        let opts = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        self.api
+            .list_containers(Some(opts))
+            .await
+            .context("cannot list containers")
+    }
+
+    /// Removes containers of this harness whose owning process is gone (a killed run).
+    /// Found by label only; containers of a live harness process, or of a process on
+    /// another host sharing the engine, are left alone.
+    pub async fn remove_orphans(&self) -> Result<usize> {
+        let host = hostname();
+        let mut removed = 0;
+        for c in self.list_managed(None).await? {
+            let (Some(id), Some(labels)) = (c.id.as_deref(), c.labels.as_ref()) else {
+                continue;
+            };
+            let Some(owner) = labels.get(LABEL_OWNER) else {
+                continue;
+            };
+            if owner_is_alive(owner, &host) {
+                continue;
+            }
+            if force_remove(&self.api, id).await.is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+pub(crate) async fn force_remove(api: &bollard::Docker, id: &str) -> Result<()> {
+    let opts = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match api.remove_container(id, Some(opts)).await {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(()),
+        // Another task of this process is removing it already: wait until it is gone.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => {
+            for _ in 0..200 {
+                if let Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404,
+                    ..
+                }) = api.inspect_container(id, None).await
+                {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            anyhow::bail!("container {id} is still being removed after 10 s")
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot remove container {id}")),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown-host".into())
+}
+
+/// Field 22 of /proc/PID/stat: the start time in clock ticks since boot, so a reused pid
+/// is not mistaken for the process that made a container.
+fn start_ticks(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19).map(str::to_string)
+}
+
+fn owner_token(pid: u32) -> String {
+    format!(
+        "{}:{}:{}",
+        hostname(),
+        pid,
+        start_ticks(pid).unwrap_or_else(|| "0".into())
+    )
+}
+
+fn owner_is_alive(owner: &str, this_host: &str) -> bool {
+    let mut parts = owner.rsplitn(3, ':');
+    let (Some(ticks), Some(pid), Some(host)) = (parts.next(), parts.next(), parts.next()) else {
+        return true; // not ours to judge
+    };
+    if host != this_host {
+        return true;
+    }
+    let Ok(pid) = pid.parse::<u32>() else {
+        return true;
+    };
+    start_ticks(pid).is_some_and(|t| t == ticks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_tokens() {
+        let me = owner_token(std::process::id());
+        assert!(owner_is_alive(&me, &hostname()));
+        // Same pid, other start time: a reused pid is not alive.
+        let host = hostname();
+        let fake = format!("{host}:{}:1", std::process::id());
+        assert!(!owner_is_alive(&fake, &host));
+        // Another host: never judged dead.
+        assert!(owner_is_alive("elsewhere:1:1", &host));
+        // A pid that does not exist.
+        assert!(!owner_is_alive(&format!("{host}:4000000:5"), &host));
+    }
+}

@@ -1,0 +1,786 @@
+//! Measurement: the benches of every correct variant of a task, in interleaved rounds,
+//! timed inside the container around the bench process; adaptive under `strict`.
+//!
+//! A round runs every bench once for base, human and every sample still being measured, in
+//! an order rotated each round. After the warmups and the minimum number of rounds, a
+//! sample whose verdict is decided stops; the others go on, with base and human, until they
+//! are decided or the budget (rounds, wall time) is spent. Runs disturbed by a known event
+//! (the container's CPU quota throttled it; it sat off-CPU far longer than its other runs)
+//! are kept in `bench.json`, flagged, left out of the statistics, and make up an extra
+//! round.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::docker::container::Sandbox;
+use crate::events::{Event, Events, emit};
+use crate::plan::Criterion;
+use crate::results::Status;
+use crate::task::{Bench, Better, Metric, Task};
+use crate::verdict::{DecisionRule, judge};
+
+pub const TIMER_PATH: &str = "/opt/harness/timed_run.py";
+
+/// One timed run of one bench in one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub round: u32,
+    pub warmup: bool,
+    pub variant: String,
+    pub bench: String,
+    /// Wall time of the bench process, measured inside the container.
+    pub wall_s: f64,
+    /// The figure compared: `wall_s`, or what the bench printed.
+    pub value: Option<f64>,
+    pub exit_code: i64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub max_rss_kb: u64,
+    #[serde(default)]
+    pub involuntary_switches: u64,
+    /// Times the CPU quota throttled the container during the run (None: unknown).
+    #[serde(default)]
+    pub throttled: Option<u64>,
+    /// A fixed bit of CPU work timed just before and just after the run, in ms.
+    #[serde(default)]
+    pub cpu_probe_ms: Option<[f64; 2]>,
+    /// Why the run does not count, when a known event disturbed it.
+    #[serde(default)]
+    pub disturbed: Option<String>,
+}
+
+impl RunRecord {
+    /// Whether the run enters the statistics.
+    pub fn counts(&self) -> bool {
+        !self.warmup && self.disturbed.is_none() && self.value.is_some() && self.exit_code == 0
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchSetting {
+    pub name: String,
+    pub command: String,
+    pub warmups: u32,
+    pub runs: u32,
+    pub max_runs: u32,
+    pub metric: String,
+    pub better: Better,
+    pub timeout_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundRecord {
+    pub round: u32,
+    /// The order variants ran in this round.
+    pub order: Vec<String>,
+}
+
+/// The schedule a measurement followed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub criterion: Criterion,
+    pub warmup_rounds: u32,
+    pub min_rounds: u32,
+    pub max_rounds: u32,
+    /// Extra rounds allowed to make up for disturbed runs.
+    pub max_reruns: u32,
+    pub max_seconds: f64,
+    pub cpuset: Option<String>,
+}
+
+/// `bench.json`: every timing of every round of one task's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchLog {
+    pub schema_version: u32,
+    pub instance_id: String,
+    /// The variant this copy of the file belongs to (a sample's folder), if any.
+    pub sample_variant: Option<String>,
+    pub variants: Vec<String>,
+    pub benches: Vec<BenchSetting>,
+    pub schedule: Schedule,
+    pub rounds: Vec<RoundRecord>,
+    pub runs: Vec<RunRecord>,
+    /// variant → the round after which its verdict was decided.
+    pub decided_after: BTreeMap<String, u32>,
+    /// variant → why it left the measurement early.
+    pub dropped: BTreeMap<String, String>,
+    pub stop_reason: String,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct TimerResult {
+    wall_ns: u64,
+    exit_code: i64,
+    user_s: f64,
+    sys_s: f64,
+    max_rss_kb: u64,
+    #[serde(default)]
+    involuntary_switches: u64,
+    #[serde(default)]
+    throttled: Option<u64>,
+    #[serde(default)]
+    cpu_probe_ms: Option<[f64; 2]>,
+    stdout_tail: String,
+    stderr_tail: String,
+}
+
+/// A variant that failed during measurement, and how.
+#[derive(Debug, Clone)]
+pub struct Dropout {
+    pub status: Status,
+    pub detail: String,
+}
+
+pub struct MeasureOutcome {
+    pub log: BenchLog,
+    pub dropouts: BTreeMap<String, Dropout>,
+}
+
+/// What the measurement may spend, from the task and the command line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    /// None: the task's own `measure.max_seconds`.
+    pub max_seconds: Option<f64>,
+    pub timeout_scale: f64,
+}
+
+/// The schedule for a task: warmups = the most any bench asks, rounds from `runs` (min)
+/// and `max_runs` (max), overridden from the command line. Under `gso` the number of
+/// rounds is fixed at the minimum, as GSO does.
+pub fn schedule(
+    task: &Task,
+    rule: &DecisionRule,
+    budget: &Budget,
+    cpuset: Option<String>,
+) -> Schedule {
+    let warmup_rounds = task.benches.iter().map(|b| b.warmups).max().unwrap_or(0);
+    let min_rounds = budget
+        .min_rounds
+        .unwrap_or_else(|| task.benches.iter().map(|b| b.runs).max().unwrap_or(1))
+        .max(1);
+    let max_rounds = match rule.criterion {
+        Criterion::Gso => min_rounds,
+        Criterion::Strict => budget
+            .max_rounds
+            .unwrap_or_else(|| {
+                task.benches
+                    .iter()
+                    .map(|b| b.max_runs)
+                    .max()
+                    .unwrap_or(min_rounds)
+            })
+            .max(min_rounds),
+    };
+    Schedule {
+        criterion: rule.criterion,
+        warmup_rounds,
+        min_rounds,
+        max_rounds,
+        max_reruns: max_rounds.max(3),
+        max_seconds: budget.max_seconds.unwrap_or(task.measure_max_seconds),
+        cpuset,
+    }
+}
+
+/// The order of a round: the members rotated by the round number, so each variant takes
+/// each position in turn.
+pub fn rotated<T: Copy>(members: &[T], round: u32) -> Vec<T> {
+    let n = members.len();
+    (0..n)
+        .map(|k| members[(k + round as usize) % n.max(1)])
+        .collect()
+}
+
+/// Whether a sample needs no more rounds: under gso, once it has the fixed number; under
+/// strict, once it has the minimum and a decided verdict, or the maximum either way.
+pub fn sample_finished(schedule: &Schedule, paired_rounds: u32, decided: bool) -> bool {
+    match schedule.criterion {
+        Criterion::Gso => paired_rounds >= schedule.min_rounds,
+        Criterion::Strict => {
+            (paired_rounds >= schedule.min_rounds && decided)
+                || paired_rounds >= schedule.max_rounds
+        }
+    }
+}
+
+/// Pulls the compared figure out of a run.
+pub fn extract_value(metric: &Metric, wall_s: f64, stdout: &str, stderr: &str) -> Option<f64> {
+    match metric {
+        Metric::Wall => Some(wall_s),
+        Metric::Pattern(re) => [stdout, stderr].iter().find_map(|text| {
+            re.captures_iter(text)
+                .last()
+                .and_then(|c| c.get(1))
+                .and_then(|m| m.as_str().trim().parse::<f64>().ok())
+        }),
+        Metric::JsonKey(key) => [stdout, stderr].iter().find_map(|text| {
+            text.lines().rev().find_map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+                v.get(key)?.as_f64()
+            })
+        }),
+    }
+    .filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// How far apart CPU-speed probes may be before a run counts as made at another speed.
+pub const PROBE_TOLERANCE: f64 = 1.3;
+
+/// A run is disturbed by a known event when:
+/// - the CPU changed speed during it: the probe after the run took over 1.3x (or under
+///   1/1.3) the probe before it (seen on shared machines as stretches at half speed: a busy
+///   sibling hyperthread, host contention);
+/// - the container's CPU quota throttled it;
+/// - a bench that is CPU-bound in its other runs spent far less of this run on a CPU (it was
+///   descheduled: something else had its core).
+///
+/// [`flag_round`] adds the last known event once a round is complete: a run made at
+/// another CPU speed than the rest of its round.
+pub fn disturbance(run: &RunRecord, history: &[&RunRecord]) -> Option<String> {
+    if let Some([before, after]) = run.cpu_probe_ms
+        && before > 0.0
+        && after > 0.0
+        && (after / before > PROBE_TOLERANCE || before / after > PROBE_TOLERANCE)
+    {
+        return Some(format!(
+            "CPU speed changed during the run: probe {before:.2} ms before, {after:.2} ms after"
+        ));
+    }
+    if let Some(n) = run.throttled
+        && n > 0
+    {
+        return Some(format!("CPU quota throttled the container {n} time(s)"));
+    }
+    let on_cpu = |r: &RunRecord| {
+        if r.wall_s > 0.0 {
+            (r.user_s + r.sys_s) / r.wall_s
+        } else {
+            0.0
+        }
+    };
+    let mut usual: Vec<f64> = history
+        .iter()
+        .filter(|r| r.disturbed.is_none() && r.exit_code == 0)
+        .map(|r| on_cpu(r))
+        .collect();
+    // Runs shorter than 50 ms are dominated by start-up; their CPU share says little.
+    if usual.len() < 3 || run.wall_s < 0.05 {
+        return None;
+    }
+    usual.sort_by(f64::total_cmp);
+    let median = usual[usual.len() / 2];
+    let this = on_cpu(run);
+    if median >= 0.9 && this < median - 0.25 {
+        return Some(format!(
+            "descheduled: on a CPU for {:.0}% of the run, against {:.0}% usually",
+            this * 100.0,
+            median * 100.0
+        ));
+    }
+    None
+}
+
+/// Flags the runs of one complete round that were made at another CPU speed than the
+/// round's usual (the median of its probes): base, human and samples are compared only
+/// when they ran under the same conditions.
+pub fn flag_round(runs: &mut [RunRecord]) {
+    let speed = |r: &RunRecord| {
+        r.cpu_probe_ms
+            .map(|[a, b]| (a + b) / 2.0)
+            .filter(|s| *s > 0.0)
+    };
+    let mut speeds: Vec<f64> = runs
+        .iter()
+        .filter(|r| !r.warmup)
+        .filter_map(speed)
+        .collect();
+    if speeds.len() < 3 {
+        return;
+    }
+    speeds.sort_by(f64::total_cmp);
+    let usual = speeds[speeds.len() / 2];
+    for r in runs
+        .iter_mut()
+        .filter(|r| !r.warmup && r.disturbed.is_none())
+    {
+        if let Some(sp) = speed(r)
+            && (sp > usual * PROBE_TOLERANCE || sp < usual / PROBE_TOLERANCE)
+        {
+            r.disturbed = Some(format!(
+                "CPU speed off the rest of its round: probe {sp:.2} ms, the round's usual {usual:.2} ms"
+            ));
+        }
+    }
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// Measures `variants` (label, container) of `task`: labels "base" and "human" are the
+/// references, every other label a sample. A sample whose bench fails or times out leaves
+/// the measurement with a status; the others go on.
+pub async fn measure(
+    task: &Task,
+    variants: &[(String, &Sandbox)],
+    rule: &DecisionRule,
+    schedule: Schedule,
+    timeout_scale: f64,
+    events: &Events,
+) -> MeasureOutcome {
+    let started = Instant::now();
+    let benches: Vec<BenchSetting> = task
+        .benches
+        .iter()
+        .map(|b| BenchSetting {
+            name: b.name.clone(),
+            command: b.command.clone(),
+            warmups: b.warmups,
+            runs: b.runs,
+            max_runs: b.max_runs,
+            metric: b.metric.describe(),
+            better: b.better,
+            timeout_s: b.timeout.as_secs_f64() * timeout_scale,
+        })
+        .collect();
+    let mut log = BenchLog {
+        schema_version: crate::results::SCHEMA_VERSION,
+        instance_id: task.id.clone(),
+        sample_variant: None,
+        variants: variants.iter().map(|(l, _)| l.clone()).collect(),
+        benches,
+        schedule: schedule.clone(),
+        rounds: Vec::new(),
+        runs: Vec::new(),
+        decided_after: BTreeMap::new(),
+        dropped: BTreeMap::new(),
+        stop_reason: String::new(),
+        seconds: 0.0,
+    };
+    let mut dropouts: BTreeMap<String, Dropout> = BTreeMap::new();
+    let is_reference = |l: &str| l == "base" || l == "human";
+    let mut done: BTreeMap<String, String> = BTreeMap::new();
+    let round_limit = schedule.warmup_rounds + schedule.max_rounds + schedule.max_reruns;
+    let deadline = started + Duration::from_secs_f64(schedule.max_seconds.max(1.0));
+    let mut round: u32 = 0;
+    let stop_reason = loop {
+        let samples_left: Vec<usize> = (0..variants.len())
+            .filter(|&i| {
+                let l = &variants[i].0;
+                !is_reference(l) && !dropouts.contains_key(l) && !done.contains_key(l)
+            })
+            .collect();
+        if samples_left.is_empty() {
+            break "every sample decided or out".to_string();
+        }
+        if ["base", "human"].iter().any(|r| dropouts.contains_key(*r)) {
+            break "a reference variant failed".to_string();
+        }
+        if round >= round_limit {
+            break format!("round budget spent ({round} rounds)");
+        }
+        if round > 0 && Instant::now() >= deadline {
+            break format!("time budget spent ({:.0} s)", schedule.max_seconds);
+        }
+        emit(
+            events,
+            Event::Round {
+                instance: task.id.clone(),
+                round: round + 1,
+                rounds: schedule.warmup_rounds + schedule.max_rounds,
+            },
+        );
+        let members: Vec<usize> = (0..variants.len())
+            .filter(|&i| is_reference(&variants[i].0) || samples_left.contains(&i))
+            .collect();
+        let order = rotated(&members, round);
+        log.rounds.push(RoundRecord {
+            round,
+            order: order.iter().map(|&i| variants[i].0.clone()).collect(),
+        });
+        let warmup = round < schedule.warmup_rounds;
+        for bench in &task.benches {
+            for &i in &order {
+                let (label, sandbox) = &variants[i];
+                if dropouts.contains_key(label) {
+                    continue;
+                }
+                match run_once(sandbox, bench, timeout_scale).await {
+                    Ok(result) => {
+                        let wall_s = result.wall_ns as f64 / 1e9;
+                        let value = extract_value(
+                            &bench.metric,
+                            wall_s,
+                            &result.stdout_tail,
+                            &result.stderr_tail,
+                        );
+                        let mut record = RunRecord {
+                            round,
+                            warmup,
+                            variant: label.clone(),
+                            bench: bench.name.clone(),
+                            wall_s,
+                            value,
+                            exit_code: result.exit_code,
+                            user_s: result.user_s,
+                            sys_s: result.sys_s,
+                            max_rss_kb: result.max_rss_kb,
+                            involuntary_switches: result.involuntary_switches,
+                            throttled: result.throttled,
+                            cpu_probe_ms: result.cpu_probe_ms,
+                            disturbed: None,
+                        };
+                        if result.exit_code == 0 && value.is_some() && !warmup {
+                            let history: Vec<&RunRecord> = log
+                                .runs
+                                .iter()
+                                .filter(|r| {
+                                    r.variant == *label && r.bench == bench.name && !r.warmup
+                                })
+                                .collect();
+                            record.disturbed = disturbance(&record, &history);
+                        }
+                        log.runs.push(record);
+                        if result.exit_code != 0 {
+                            let oom = matches!(result.exit_code, -9 | 137)
+                                && sandbox.oom_kills().await.unwrap_or(0) > 0;
+                            dropouts.insert(
+                                label.clone(),
+                                Dropout {
+                                    status: if oom { Status::Oom } else { Status::TestFailed },
+                                    detail: format!(
+                                        "bench `{}` exited {} in round {round}{}: {}",
+                                        bench.name,
+                                        result.exit_code,
+                                        if oom { " (out of memory)" } else { "" },
+                                        last_lines(&result.stderr_tail, 5)
+                                    ),
+                                },
+                            );
+                        } else if value.is_none() {
+                            dropouts.insert(
+                                label.clone(),
+                                Dropout {
+                                    status: Status::TestFailed,
+                                    detail: format!(
+                                        "bench `{}` printed no figure for {} in round {round}",
+                                        bench.name,
+                                        bench.metric.describe()
+                                    ),
+                                },
+                            );
+                        }
+                    }
+                    Err(d) => {
+                        dropouts.insert(label.clone(), d);
+                    }
+                }
+            }
+        }
+        let first_of_round = log
+            .runs
+            .iter()
+            .position(|r| r.round == round)
+            .unwrap_or(log.runs.len());
+        flag_round(&mut log.runs[first_of_round..]);
+        round += 1;
+        // Which samples are finished: enough paired rounds and a decided verdict (strict),
+        // or the minimum (gso), or the maximum either way.
+        for &i in &samples_left {
+            let label = &variants[i].0;
+            if dropouts.contains_key(label) {
+                continue;
+            }
+            let j = judge(&log, label, rule);
+            let paired = j.rounds();
+            if sample_finished(&schedule, paired, j.decided()) {
+                if j.decided() {
+                    log.decided_after.insert(label.clone(), round);
+                }
+                done.insert(label.clone(), format!("{paired} rounds"));
+            }
+        }
+    };
+    log.dropped = dropouts
+        .iter()
+        .map(|(k, d)| (k.clone(), format!("{}: {}", d.status, d.detail)))
+        .collect();
+    log.stop_reason = stop_reason;
+    log.seconds = started.elapsed().as_secs_f64();
+    MeasureOutcome { log, dropouts }
+}
+
+async fn run_once(
+    sandbox: &Sandbox,
+    bench: &Bench,
+    timeout_scale: f64,
+) -> Result<TimerResult, Dropout> {
+    let timeout = bench.timeout.mul_f64(timeout_scale) + Duration::from_secs(5);
+    let argv = vec![
+        "python3".to_string(),
+        TIMER_PATH.to_string(),
+        "/tmp/harness-bench".to_string(),
+        bench.command.clone(),
+    ];
+    let out = sandbox
+        .exec(&argv, timeout, 256 * 1024)
+        .await
+        .map_err(|e| Dropout {
+            status: Status::Error,
+            detail: format!("bench `{}`: {e:#}", bench.name),
+        })?;
+    if out.timed_out {
+        return Err(Dropout {
+            status: Status::Timeout,
+            detail: format!(
+                "bench `{}` ran past its timeout of {:.0} s; container killed",
+                bench.name,
+                timeout.as_secs_f64()
+            ),
+        });
+    }
+    let line = out
+        .output
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("HARNESS_RESULT "))
+        .ok_or_else(|| Dropout {
+            status: if out.exit_code == Some(137) {
+                Status::Oom
+            } else {
+                Status::Error
+            },
+            detail: format!(
+                "bench `{}`: the in-container timer printed no result (exit {:?}): {}",
+                bench.name,
+                out.exit_code,
+                last_lines(&out.output, 5)
+            ),
+        })?;
+    serde_json::from_str(line).map_err(|e| Dropout {
+        status: Status::Error,
+        detail: format!("bench `{}`: unreadable timer result: {e}", bench.name),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(wall: f64, cpu: f64, throttled: Option<u64>) -> RunRecord {
+        RunRecord {
+            round: 1,
+            warmup: false,
+            variant: "s0".into(),
+            bench: "b".into(),
+            wall_s: wall,
+            value: Some(wall),
+            exit_code: 0,
+            user_s: cpu,
+            sys_s: 0.0,
+            max_rss_kb: 0,
+            involuntary_switches: 0,
+            throttled,
+            cpu_probe_ms: None,
+            disturbed: None,
+        }
+    }
+
+    fn task_with(benches: &[(u32, u32, u32)]) -> Task {
+        let dir = tempfile::Builder::new().prefix("task").tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("repo")).unwrap();
+        std::fs::write(dir.path().join("h.patch"), "x").unwrap();
+        let mut toml = String::from(
+            "[source]\npath='repo'\n[human]\npatch='h.patch'\n[test]\ncommand='true'\n",
+        );
+        for (i, (w, r, m)) in benches.iter().enumerate() {
+            toml.push_str(&format!(
+                "[[bench]]\nname='b{i}'\ncommand='true'\nwarmups={w}\nruns={r}\nmax_runs={m}\n"
+            ));
+        }
+        Task::parse(dir.path(), &dir.path().join("task.toml"), &toml).unwrap()
+    }
+
+    fn rule(criterion: Criterion) -> DecisionRule {
+        DecisionRule {
+            criterion,
+            thresholds: crate::metrics::Thresholds::default(),
+            seed: 0,
+            confidence: 0.95,
+            resamples: 100,
+        }
+    }
+
+    #[test]
+    fn schedules_from_task_and_command_line() {
+        let task = task_with(&[(1, 10, 30), (2, 5, 40)]);
+        let none = Budget {
+            min_rounds: None,
+            max_rounds: None,
+            max_seconds: None,
+            timeout_scale: 1.0,
+        };
+        let s = schedule(&task, &rule(Criterion::Strict), &none, Some("1".into()));
+        assert_eq!((s.warmup_rounds, s.min_rounds, s.max_rounds), (2, 10, 40));
+        assert_eq!(s.max_reruns, 40);
+        assert_eq!(s.max_seconds, 900.0);
+        assert_eq!(s.cpuset.as_deref(), Some("1"));
+        // gso: a fixed number of rounds, as GSO does.
+        let g = schedule(&task, &rule(Criterion::Gso), &none, None);
+        assert_eq!((g.min_rounds, g.max_rounds), (10, 10));
+        // The command line overrides; max is never below min.
+        let cli = Budget {
+            min_rounds: Some(4),
+            max_rounds: Some(2),
+            max_seconds: Some(5.0),
+            timeout_scale: 1.0,
+        };
+        let c = schedule(&task, &rule(Criterion::Strict), &cli, None);
+        assert_eq!((c.min_rounds, c.max_rounds, c.max_seconds), (4, 4, 5.0));
+    }
+
+    #[test]
+    fn rounds_rotate_and_samples_stop_when_decided() {
+        let m = [0, 1, 2];
+        assert_eq!(rotated(&m, 0), vec![0, 1, 2]);
+        assert_eq!(rotated(&m, 1), vec![1, 2, 0]);
+        assert_eq!(rotated(&m, 5), vec![2, 0, 1]);
+        let strict = Schedule {
+            criterion: Criterion::Strict,
+            warmup_rounds: 1,
+            min_rounds: 10,
+            max_rounds: 30,
+            max_reruns: 15,
+            max_seconds: 60.0,
+            cpuset: None,
+        };
+        assert!(
+            !sample_finished(&strict, 9, true),
+            "below the minimum, even if decided"
+        );
+        assert!(sample_finished(&strict, 10, true));
+        assert!(
+            !sample_finished(&strict, 10, false),
+            "undecided: more rounds"
+        );
+        assert!(
+            sample_finished(&strict, 30, false),
+            "budget spent: inconclusive"
+        );
+        let gso = Schedule {
+            criterion: Criterion::Gso,
+            max_rounds: 10,
+            ..strict
+        };
+        assert!(sample_finished(&gso, 10, false));
+        assert!(!sample_finished(&gso, 9, true));
+    }
+
+    #[test]
+    fn values_from_output() {
+        let re = regex::Regex::new(r"Execution time: ([0-9.eE+-]+)s").unwrap();
+        let p = Metric::Pattern(re);
+        assert_eq!(
+            extract_value(
+                &p,
+                9.0,
+                "x\nExecution time: 1.5s\nExecution time: 2.5s\n",
+                ""
+            ),
+            Some(2.5)
+        );
+        assert_eq!(extract_value(&p, 9.0, "nothing", ""), None);
+        let j = Metric::JsonKey("secs".into());
+        assert_eq!(
+            extract_value(&j, 9.0, "{\"secs\": 0.25}\nbye\n", ""),
+            Some(0.25)
+        );
+        assert_eq!(extract_value(&Metric::Wall, 0.5, "", ""), Some(0.5));
+        assert_eq!(extract_value(&Metric::Wall, 0.0, "", ""), None);
+    }
+
+    #[test]
+    fn known_disturbances() {
+        let normal: Vec<RunRecord> = (0..4).map(|_| run(0.5, 0.49, Some(0))).collect();
+        let h: Vec<&RunRecord> = normal.iter().collect();
+        assert_eq!(disturbance(&run(0.5, 0.49, Some(0)), &h), None);
+        // Throttled by the CPU quota: always a disturbance.
+        assert!(
+            disturbance(&run(0.5, 0.49, Some(3)), &h)
+                .unwrap()
+                .contains("throttled")
+        );
+        // Off-CPU for 40% of a run that is usually 98% on-CPU.
+        assert!(
+            disturbance(&run(0.8, 0.48, None), &h)
+                .unwrap()
+                .contains("descheduled")
+        );
+        // Slower but on-CPU all along, probes unknown: not a known event.
+        assert_eq!(disturbance(&run(0.8, 0.79, None), &h), None);
+        // A bench that sleeps or waits on I/O is never judged by its CPU share.
+        let sleepy: Vec<RunRecord> = (0..4).map(|_| run(0.5, 0.05, None)).collect();
+        let hs: Vec<&RunRecord> = sleepy.iter().collect();
+        assert_eq!(disturbance(&run(0.5, 0.01, None), &hs), None);
+        // Too little history to judge.
+        assert_eq!(disturbance(&run(0.8, 0.3, None), &h[..2]), None);
+        // The CPU changed speed during the run: disturbed. Within 30%: fine.
+        let probed = |before, after| RunRecord {
+            cpu_probe_ms: Some([before, after]),
+            ..run(0.8, 0.79, Some(0))
+        };
+        assert!(
+            disturbance(&probed(1.2, 2.4), &h)
+                .unwrap()
+                .contains("speed changed")
+        );
+        assert!(disturbance(&probed(2.4, 1.2), &h).is_some());
+        assert_eq!(disturbance(&probed(1.3, 1.1), &h), None);
+        assert_eq!(
+            disturbance(&probed(2.4, 2.4), &h),
+            None,
+            "slow all along is judged by its round"
+        );
+    }
+
+    #[test]
+    fn runs_at_another_speed_than_their_round_are_flagged() {
+        let with = |v: &str, p: f64| RunRecord {
+            variant: v.into(),
+            cpu_probe_ms: Some([p, p]),
+            ..run(0.5, 0.5, None)
+        };
+        // Base ran while the CPU was at half speed; human and the sample did not.
+        let mut round = vec![with("base", 2.4), with("human", 1.2), with("s0", 1.25)];
+        flag_round(&mut round);
+        assert!(
+            round[0]
+                .disturbed
+                .as_deref()
+                .unwrap()
+                .contains("off the rest of its round")
+        );
+        assert!(round[1].disturbed.is_none() && round[2].disturbed.is_none());
+        // All at half speed: comparable, nothing flagged.
+        let mut slow = vec![with("base", 2.4), with("human", 2.3), with("s0", 2.5)];
+        flag_round(&mut slow);
+        assert!(slow.iter().all(|r| r.disturbed.is_none()));
+        // Warmups are left alone, and too few probes say nothing.
+        let mut warm = vec![
+            RunRecord {
+                warmup: true,
+                ..with("base", 9.0)
+            },
+            with("human", 1.2),
+            with("s0", 1.2),
+        ];
+        flag_round(&mut warm);
+        assert!(warm.iter().all(|r| r.disturbed.is_none()));
+    }
+}

@@ -1,0 +1,590 @@
+//! How one task is evaluated (PRODUCT.md section 4): a container per variant (base, human,
+//! each sample), patch by the cascade, install, test, then interleaved measurement of every
+//! correct variant; containers removed on every path.
+
+pub mod measure;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::docker::container::{ExecOutcome, Sandbox, SandboxSpec};
+use crate::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
+use crate::events::{Event, Events, emit};
+use crate::patch::{self, PatchCheck};
+use crate::predictions::Prediction;
+use crate::results::{PhaseSeconds, SampleReport, Status, write_atomic, write_json};
+use crate::source::Material;
+use crate::stats::Decision;
+use crate::task::Task;
+use crate::verdict::{DecisionRule, judge};
+use measure::{BenchLog, Budget};
+
+const APPLY_SCRIPT: &str = include_str!("../../harness/apply_patch.sh");
+const TIMER_SCRIPT: &str = include_str!("../../harness/timed_run.py");
+const PATCH_PATH: &str = "/opt/harness/patch.diff";
+const LOG_LIMIT: usize = 1024 * 1024;
+const APPLY_TIMEOUT: Duration = Duration::from_secs(120);
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What every task evaluation of a run shares.
+#[derive(Clone)]
+pub struct EvalContext {
+    pub engine: Engine,
+    pub run_id: String,
+    pub model: String,
+    pub rule: DecisionRule,
+    /// Command-line overrides of the tasks' round and time budgets.
+    pub budget: Budget,
+    /// Exclusive core sets; a task holds one from its image build to its last bench.
+    pub slots: Arc<crate::cpuset::SlotPool>,
+    pub fingerprint_id: String,
+    pub events: Events,
+}
+
+/// A sample to evaluate and where its results go.
+#[derive(Debug, Clone)]
+pub struct SampleInput {
+    pub index: usize,
+    pub prediction: Prediction,
+    pub dir: PathBuf,
+    pub result_key: String,
+}
+
+pub struct TaskInput<'a> {
+    pub task: &'a Task,
+    pub material: &'a Material,
+    pub image: String,
+    pub samples: Vec<SampleInput>,
+    /// Where base and human logs go.
+    pub reference_dir: PathBuf,
+    /// The cores every container of the task is pinned to.
+    pub cpuset: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Base,
+    Human,
+    Sample(usize),
+}
+
+/// One variant's way through the phases.
+struct Variant {
+    label: String,
+    role: Role,
+    patch: Option<String>,
+    sandbox: Option<Sandbox>,
+    /// `None` while it is still fine.
+    failure: Option<(Status, String)>,
+    strategy: Option<String>,
+    apply_log: String,
+    build_log: String,
+    test_log: String,
+    secs: PhaseSeconds,
+}
+
+impl Variant {
+    fn new(label: &str, role: Role, patch: Option<String>) -> Variant {
+        Variant {
+            label: label.to_string(),
+            role,
+            patch,
+            sandbox: None,
+            failure: None,
+            strategy: None,
+            apply_log: String::new(),
+            build_log: String::new(),
+            test_log: String::new(),
+            secs: PhaseSeconds::default(),
+        }
+    }
+
+    fn fail(&mut self, status: Status, detail: String) {
+        if self.failure.is_none() {
+            self.failure = Some((status, detail));
+        }
+    }
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Records the samples of a task that cannot be evaluated at all (its image does not
+/// build, its source cannot be read): not the model's fault, except for patches that are
+/// empty or rejected whatever the task.
+pub fn report_broken_task(
+    ctx: &EvalContext,
+    task: &Task,
+    image: &str,
+    samples: &[SampleInput],
+    why: &str,
+) -> Vec<SampleReport> {
+    let mut reports = Vec::new();
+    for s in samples {
+        let mut v = Variant::new(
+            &format!("s{}", s.index),
+            Role::Sample(0),
+            Some(s.prediction.patch_text().to_string()),
+        );
+        let (status, detail) = match patch::check(s.prediction.patch_text(), task) {
+            PatchCheck::Empty => (Status::EmptyPatch, "the patch is empty".to_string()),
+            PatchCheck::Rejected(why) => (Status::PatchRejected, why),
+            PatchCheck::Ok(_) => (Status::BaseFailed, why.to_string()),
+        };
+        v.apply_log = format!("{status}: {detail}\n");
+        let report = sample_report(ctx, task, image, s, &v, status, detail, None);
+        finish_sample(ctx, task, s, &v, None, report, &mut reports);
+    }
+    reports
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sample_report(
+    ctx: &EvalContext,
+    task: &Task,
+    image: &str,
+    s: &SampleInput,
+    v: &Variant,
+    status: Status,
+    detail: String,
+    measured: Option<(&BenchLog, f64)>,
+) -> SampleReport {
+    let mut secs = v.secs.clone();
+    let mut judgement = None;
+    if let Some((log, seconds)) = measured {
+        secs.measure = seconds;
+        if status == Status::Passed {
+            judgement = Some(judge(log, &v.label, &ctx.rule));
+        }
+    }
+    let (decision_base, decision_commit) = judgement
+        .as_ref()
+        .map(|j| (j.opt_base, j.opt_commit))
+        .unwrap_or((Decision::No, Decision::No));
+    let inconclusive = status == Status::Passed
+        && (decision_base == Decision::Undecided || decision_commit == Decision::Undecided);
+    SampleReport {
+        schema_version: crate::results::SCHEMA_VERSION,
+        instance_id: task.id.clone(),
+        model: ctx.model.clone(),
+        model_name_or_path: s.prediction.model_name_or_path.clone(),
+        sample: s.index,
+        origin: s.prediction.origin.clone(),
+        status,
+        detail,
+        apply_strategy: v.strategy.clone(),
+        patch_sha256: sha256_hex(s.prediction.patch_text().as_bytes()),
+        image: image.to_string(),
+        result_key: s.result_key.clone(),
+        criterion: ctx.rule.criterion.as_str().to_string(),
+        opt_base: decision_base == Decision::Yes,
+        opt_commit: decision_commit == Decision::Yes,
+        decision_base,
+        decision_commit,
+        inconclusive,
+        opt_stats: judgement.as_ref().and_then(|j| j.stats.clone()),
+        intervals: judgement.as_ref().and_then(|j| j.intervals.clone()),
+        bench_means: judgement
+            .as_ref()
+            .map(|j| j.bench_means.clone())
+            .unwrap_or_default(),
+        measured_rounds: judgement.as_ref().map(|j| j.rounds()).unwrap_or(0),
+        fingerprint_id: ctx.fingerprint_id.clone(),
+        seconds: secs,
+        harness_version: env!("CARGO_PKG_VERSION").to_string(),
+        finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    }
+}
+
+fn finish_sample(
+    ctx: &EvalContext,
+    task: &Task,
+    s: &SampleInput,
+    v: &Variant,
+    log: Option<&BenchLog>,
+    report: SampleReport,
+    reports: &mut Vec<SampleReport>,
+) {
+    if let Err(e) = write_sample(&s.dir, v, log, &report) {
+        emit(
+            &ctx.events,
+            Event::Warn(format!(
+                "{}/{}: cannot write results: {e:#}",
+                task.id, s.index
+            )),
+        );
+    }
+    emit(
+        &ctx.events,
+        Event::SampleDone {
+            instance: task.id.clone(),
+            sample: s.index,
+            status: report.status,
+            opt_commit: report.opt_commit,
+            speedup: report.opt_stats.as_ref().map(|st| st.gm_speedup_patch_base),
+            cached: false,
+        },
+    );
+    reports.push(report);
+}
+
+/// Evaluates the samples of one task and writes each one's folder. Returns their reports.
+pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<SampleReport> {
+    let task = input.task;
+    let mut variants = vec![
+        Variant::new("base", Role::Base, None),
+        Variant::new(
+            "human",
+            Role::Human,
+            Some(input.material.human_patch.clone()),
+        ),
+    ];
+    for (i, s) in input.samples.iter().enumerate() {
+        let mut v = Variant::new(
+            &format!("s{}", s.index),
+            Role::Sample(i),
+            Some(s.prediction.patch_text().to_string()),
+        );
+        match patch::check(s.prediction.patch_text(), task) {
+            PatchCheck::Empty => {
+                v.apply_log = "empty patch: nothing to apply\n".into();
+                v.fail(Status::EmptyPatch, "the patch is empty".into());
+            }
+            PatchCheck::Rejected(why) => {
+                v.apply_log = format!("patch rejected before applying: {why}\n");
+                v.fail(Status::PatchRejected, why);
+            }
+            PatchCheck::Ok(paths) => {
+                v.apply_log = format!("paths touched: {}\n", paths.join(", "));
+            }
+        }
+        variants.push(v);
+    }
+
+    // Phase 1: containers, patch, install, test — all variants at once, on the task's cores.
+    let futures = variants
+        .iter_mut()
+        .filter(|v| v.failure.is_none())
+        .map(|v| prepare(ctx, task, &input.image, input.cpuset.clone(), v));
+    futures::future::join_all(futures).await;
+    // Containers of variants that are out already are not needed for measurement.
+    for v in variants.iter().filter(|v| v.failure.is_some()) {
+        if let Some(sb) = &v.sandbox {
+            let _ = sb.remove().await;
+        }
+    }
+
+    // Base and human must both be correct, or the task itself is broken.
+    let reference_failure = variants[..2].iter().find_map(|v| {
+        v.failure
+            .as_ref()
+            .map(|(s, d)| format!("{} {}: {d}", v.label, s))
+    });
+
+    // Phase 2: measurement, on the same cores, nothing else of the task running.
+    let mut log: Option<BenchLog> = None;
+    let mut measure_secs = 0.0;
+    let mut base_failure = reference_failure.clone();
+    if base_failure.is_none() {
+        let participants: Vec<(String, &Sandbox)> = variants
+            .iter()
+            .filter(|v| v.failure.is_none())
+            .filter_map(|v| v.sandbox.as_ref().map(|s| (v.label.clone(), s)))
+            .collect();
+        let wanted = participants.iter().any(|(l, _)| l.starts_with('s'));
+        if wanted {
+            emit(
+                &ctx.events,
+                Event::Phase {
+                    instance: task.id.clone(),
+                    variant: "all".into(),
+                    phase: "measure",
+                },
+            );
+            let schedule = measure::schedule(task, &ctx.rule, &ctx.budget, input.cpuset.clone());
+            let outcome = measure::measure(
+                task,
+                &participants,
+                &ctx.rule,
+                schedule,
+                ctx.budget.timeout_scale,
+                &ctx.events,
+            )
+            .await;
+            measure_secs = outcome.log.seconds;
+            for (label, d) in &outcome.dropouts {
+                if let Some(v) = variants.iter_mut().find(|v| &v.label == label) {
+                    v.fail(d.status, d.detail.clone());
+                }
+            }
+            if let Some(v) = variants[..2].iter().find(|v| v.failure.is_some()) {
+                let (s, d) = v.failure.clone().unwrap_or((Status::Error, String::new()));
+                base_failure = Some(format!("{} {s} while measuring: {d}", v.label));
+            }
+            log = Some(outcome.log);
+        }
+    }
+
+    for v in &variants {
+        if let Some(sb) = &v.sandbox
+            && let Err(e) = sb.remove().await
+        {
+            emit(&ctx.events, Event::Warn(format!("{}: {e:#}", task.id)));
+        }
+    }
+
+    write_reference_logs(&input.reference_dir, &variants[..2]);
+
+    // Reports.
+    let mut reports = Vec::new();
+    for v in &variants[2..] {
+        let Role::Sample(i) = v.role else { continue };
+        let s = &input.samples[i];
+        let (status, detail) = match (&v.failure, &base_failure) {
+            // A model outcome decided before anything ran (empty, rejected) stands even when
+            // the task is broken; anything else is not the model's fault then.
+            (Some((st @ (Status::EmptyPatch | Status::PatchRejected), d)), _) => (*st, d.clone()),
+            (_, Some(why)) => (Status::BaseFailed, why.clone()),
+            (Some((st, d)), None) => (*st, d.clone()),
+            (None, None) => (Status::Passed, String::new()),
+        };
+        let measured = log.as_ref().map(|l| (l, measure_secs));
+        let report = sample_report(ctx, task, &input.image, s, v, status, detail, measured);
+        finish_sample(ctx, task, s, v, log.as_ref(), report, &mut reports);
+    }
+    reports
+}
+
+fn write_sample(
+    dir: &std::path::Path,
+    v: &Variant,
+    log: Option<&BenchLog>,
+    report: &SampleReport,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    // The old report goes first: a run killed half-way through leaves no finished-looking sample.
+    let _ = std::fs::remove_file(dir.join("report.json"));
+    write_atomic(
+        &dir.join("patch.diff"),
+        v.patch.as_deref().unwrap_or("").as_bytes(),
+    )?;
+    write_atomic(&dir.join("apply.log"), v.apply_log.as_bytes())?;
+    write_atomic(&dir.join("build.log"), v.build_log.as_bytes())?;
+    write_atomic(&dir.join("test_output.txt"), v.test_log.as_bytes())?;
+    match log.filter(|l| l.variants.contains(&v.label)) {
+        Some(log) => {
+            let mut mine = log.clone();
+            mine.sample_variant = Some(v.label.clone());
+            write_json(&dir.join("bench.json"), &mine)?;
+        }
+        None => {
+            let _ = std::fs::remove_file(dir.join("bench.json"));
+        }
+    }
+    write_json(&dir.join("report.json"), report)
+}
+
+fn write_reference_logs(dir: &std::path::Path, refs: &[Variant]) {
+    for v in refs {
+        let d = dir.join(&v.label);
+        if std::fs::create_dir_all(&d).is_err() {
+            continue;
+        }
+        let status = match &v.failure {
+            Some((s, detail)) => format!("{s}: {detail}\n"),
+            None => "ok\n".into(),
+        };
+        let _ = write_atomic(&d.join("status.txt"), status.as_bytes());
+        let _ = write_atomic(&d.join("apply.log"), v.apply_log.as_bytes());
+        let _ = write_atomic(&d.join("build.log"), v.build_log.as_bytes());
+        let _ = write_atomic(&d.join("test_output.txt"), v.test_log.as_bytes());
+    }
+}
+
+/// What an exec's outcome means for the variant, beyond plain success.
+async fn judge_exec(
+    sandbox: &Sandbox,
+    out: &ExecOutcome,
+    what: &str,
+    on_fail: Status,
+    limit: Duration,
+) -> Option<(Status, String)> {
+    if out.timed_out {
+        return Some((
+            Status::Timeout,
+            format!(
+                "{what} ran past its timeout of {:.0} s; container killed",
+                limit.as_secs_f64()
+            ),
+        ));
+    }
+    if out.success() {
+        return None;
+    }
+    let code = out.exit_code.unwrap_or(-1);
+    if code == 137 && (sandbox.oom_kills().await.unwrap_or(0) > 0 || sandbox.oom_killed().await) {
+        return Some((
+            Status::Oom,
+            format!("{what} was killed for running out of memory"),
+        ));
+    }
+    Some((on_fail, format!("{what} exited {code}")))
+}
+
+async fn prepare(
+    ctx: &EvalContext,
+    task: &Task,
+    image: &str,
+    cpuset: Option<String>,
+    v: &mut Variant,
+) {
+    let instance = task.id.clone();
+    let phase = |p: &'static str, label: &str| {
+        emit(
+            &ctx.events,
+            Event::Phase {
+                instance: instance.clone(),
+                variant: label.to_string(),
+                phase: p,
+            },
+        );
+    };
+    let scale = ctx.budget.timeout_scale;
+
+    phase("container", &v.label);
+    let t = Instant::now();
+    let mut labels = HashMap::new();
+    labels.insert(LABEL_RUN.to_string(), ctx.run_id.clone());
+    labels.insert(LABEL_INSTANCE.to_string(), task.id.clone());
+    labels.insert(LABEL_VARIANT.to_string(), v.label.clone());
+    let spec = SandboxSpec {
+        image: image.to_string(),
+        name_hint: format!("{}-{}", task.id, v.label),
+        labels,
+        resources: task.resources.clone(),
+        cpuset,
+        gpu_ids: Vec::new(),
+    };
+    let started = tokio::time::timeout(START_TIMEOUT, Sandbox::start(&ctx.engine, &spec)).await;
+    let sandbox = match started {
+        Ok(Ok(sb)) => sb,
+        Ok(Err(e)) => return v.fail(Status::Error, format!("{e:#}")),
+        Err(_) => {
+            return v.fail(
+                Status::Error,
+                "the container did not start within 120 s".into(),
+            );
+        }
+    };
+    let mut files: Vec<(&str, &[u8], u32)> = vec![
+        ("opt/harness/apply_patch.sh", APPLY_SCRIPT.as_bytes(), 0o755),
+        ("opt/harness/timed_run.py", TIMER_SCRIPT.as_bytes(), 0o755),
+    ];
+    if let Some(p) = &v.patch {
+        files.push(("opt/harness/patch.diff", p.as_bytes(), 0o644));
+    }
+    if let Err(e) = sandbox.upload("/", &files).await {
+        v.sandbox = Some(sandbox);
+        return v.fail(Status::Error, format!("{e:#}"));
+    }
+    v.secs.container = t.elapsed().as_secs_f64();
+    let sb = v.sandbox.insert(sandbox);
+
+    if v.patch.is_some() {
+        phase("apply", &v.label);
+        let t = Instant::now();
+        let limit = APPLY_TIMEOUT.mul_f64(scale);
+        let out = match sb
+            .exec(
+                &[
+                    "sh".into(),
+                    "/opt/harness/apply_patch.sh".into(),
+                    PATCH_PATH.into(),
+                ],
+                limit,
+                LOG_LIMIT,
+            )
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => return v.fail(Status::Error, format!("apply: {e:#}")),
+        };
+        v.secs.apply = t.elapsed().as_secs_f64();
+        v.apply_log.push_str(&out.output);
+        v.strategy = out
+            .output
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("HARNESS_APPLY_OK "))
+            .map(str::to_string);
+        if let Some(f) =
+            judge_exec(sb, &out, "applying the patch", Status::PatchFailed, limit).await
+        {
+            let f = if f.0 == Status::PatchFailed {
+                (
+                    Status::PatchFailed,
+                    "no strategy of the cascade applied the patch (see apply.log)".into(),
+                )
+            } else {
+                f
+            };
+            return v.fail(f.0, f.1);
+        }
+    }
+
+    if !task.install.is_empty() {
+        phase("install", &v.label);
+        let t = Instant::now();
+        let limit = task.install_timeout.mul_f64(scale);
+        let script = format!("set -e\n{}", task.install.join("\n"));
+        let out = match sb.sh(&script, limit, LOG_LIMIT).await {
+            Ok(o) => o,
+            Err(e) => return v.fail(Status::Error, format!("install: {e:#}")),
+        };
+        v.secs.install = t.elapsed().as_secs_f64();
+        v.build_log = out.output.clone();
+        if let Some(f) = judge_exec(sb, &out, "install", Status::BuildFailed, limit).await {
+            return v.fail(f.0, f.1);
+        }
+    }
+
+    phase("test", &v.label);
+    let t = Instant::now();
+    let limit = task.test_timeout.mul_f64(scale);
+    let out = match sb.sh(&task.test_command, limit, LOG_LIMIT).await {
+        Ok(o) => o,
+        Err(e) => return v.fail(Status::Error, format!("test: {e:#}")),
+    };
+    v.secs.test = t.elapsed().as_secs_f64();
+    v.test_log = out.output.clone();
+    if let Some(f) = judge_exec(sb, &out, "the test", Status::TestFailed, limit).await {
+        v.fail(f.0, f.1);
+    }
+}
+
+/// The identity of a sample's result: same key on a rerun = nothing to redo.
+pub fn result_key(
+    task_digest: &str,
+    image: &str,
+    patch: &str,
+    settings: &BTreeMap<&str, String>,
+) -> String {
+    let mut h = Sha256::new();
+    h.update(task_digest.as_bytes());
+    h.update([0]);
+    h.update(image.as_bytes());
+    h.update([0]);
+    h.update(Sha256::digest(patch.as_bytes()));
+    for (k, v) in settings {
+        h.update(k.as_bytes());
+        h.update(b"=");
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())
+}

@@ -1,0 +1,25 @@
+//! `harness`: evaluate agent patches that try to make software faster, in containers, and
+//! compute Opt@K and pass@k over K samples.
+//!
+//! The flow: flags ([`cli`]) → validated [`plan::RunPlan`] → [`runner`] → per-task
+//! [`eval`] (docker, patch, measure) → [`results`] on disk → [`metrics`] → [`report`].
+//! Progress goes as [`events::Event`]s to one reporter that owns the terminal.
+
+pub mod cli;
+pub mod cpuset;
+pub mod dataset;
+pub mod docker;
+pub mod eval;
+pub mod events;
+pub mod fingerprint;
+pub mod metrics;
+pub mod patch;
+pub mod plan;
+pub mod predictions;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod source;
+pub mod stats;
+pub mod task;
+pub mod verdict;

@@ -1,0 +1,167 @@
+//! Raw flags turned into a validated plan before any work starts.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::events::Verbosity;
+use crate::metrics::Thresholds;
+use crate::results::sanitize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Criterion {
+    /// GSO's thresholds on the 95% interval, with adaptive rounds; undecided at the budget
+    /// = inconclusive (not optimised).
+    Strict,
+    /// GSO's rule on means, to reproduce published numbers.
+    Gso,
+}
+
+impl Criterion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Criterion::Strict => "strict",
+            Criterion::Gso => "gso",
+        }
+    }
+}
+
+/// Everything `opt-at-k` needs, checked.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub model: String,
+    pub predictions: Vec<PathBuf>,
+    pub k: usize,
+    pub dataset: PathBuf,
+    pub results_root: PathBuf,
+    pub run_id: String,
+    pub instance_ids: Vec<String>,
+    pub jobs: usize,
+    pub timeout_scale: f64,
+    pub thresholds: Thresholds,
+    pub criterion: Criterion,
+    pub seed: u64,
+    /// Round and time budget overrides for every task's measurement.
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    pub max_measure_seconds: Option<f64>,
+    pub verbosity: Verbosity,
+    pub json: bool,
+    /// The command line, for run.json.
+    pub command: Vec<String>,
+}
+
+/// The flags as given.
+#[derive(Debug, Clone)]
+pub struct RawRunOptions {
+    pub model: String,
+    pub predictions: Vec<PathBuf>,
+    pub k: usize,
+    pub dataset: PathBuf,
+    pub results_root: PathBuf,
+    pub run_id: Option<String>,
+    pub instance_ids: Vec<String>,
+    pub jobs: Option<usize>,
+    pub timeout_scale: f64,
+    pub min_speedup: f64,
+    pub opt_thresh: f64,
+    pub criterion: Criterion,
+    pub seed: u64,
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    pub max_measure_seconds: Option<f64>,
+    pub verbosity: Verbosity,
+    pub json: bool,
+}
+
+impl RunPlan {
+    pub fn resolve(raw: RawRunOptions) -> Result<RunPlan> {
+        if raw.model.trim().is_empty() {
+            bail!("--model: must not be empty");
+        }
+        if raw.k == 0 {
+            bail!("--k: must be at least 1");
+        }
+        if raw.predictions.is_empty() {
+            bail!("--predictions: at least one file is needed");
+        }
+        for p in &raw.predictions {
+            if !p.is_file() {
+                bail!("--predictions {}: no such file", p.display());
+            }
+        }
+        if !raw.dataset.is_dir() {
+            bail!("--dataset {}: not a folder", raw.dataset.display());
+        }
+        if !(raw.timeout_scale.is_finite() && raw.timeout_scale > 0.0) {
+            bail!(
+                "--timeout-scale: {} is not a positive number",
+                raw.timeout_scale
+            );
+        }
+        if !(raw.min_speedup.is_finite() && raw.min_speedup > 0.0) {
+            bail!(
+                "--min-speedup: {} is not a positive number",
+                raw.min_speedup
+            );
+        }
+        if !(raw.opt_thresh.is_finite() && raw.opt_thresh > 0.0) {
+            bail!("--opt-thresh: {} is not a positive number", raw.opt_thresh);
+        }
+        if raw.min_rounds == Some(0) {
+            bail!("--min-rounds: must be at least 1");
+        }
+        if let (Some(min), Some(max)) = (raw.min_rounds, raw.max_rounds)
+            && max < min
+        {
+            bail!("--max-rounds {max} is below --min-rounds {min}");
+        }
+        if raw.max_rounds == Some(0) {
+            bail!("--max-rounds: must be at least 1");
+        }
+        if let Some(s) = raw.max_measure_seconds
+            && !(s.is_finite() && s > 0.0)
+        {
+            bail!("--max-measure-seconds: {s} is not a positive number");
+        }
+        let jobs = raw.jobs.unwrap_or(1);
+        if jobs == 0 {
+            bail!("--jobs: must be at least 1");
+        }
+        // The default run id is a function of the command, so repeating a command resumes it.
+        let run_id = match raw.run_id {
+            Some(id) => {
+                if id.is_empty() || sanitize(&id) != id {
+                    bail!("--run-id {id:?}: use only letters, digits, '.', '_' and '-'");
+                }
+                id
+            }
+            None => format!("{}-k{}", sanitize(&raw.model), raw.k),
+        };
+        Ok(RunPlan {
+            model: raw.model,
+            predictions: raw.predictions,
+            k: raw.k,
+            dataset: raw.dataset,
+            results_root: raw.results_root,
+            run_id,
+            instance_ids: raw.instance_ids,
+            jobs,
+            timeout_scale: raw.timeout_scale,
+            thresholds: Thresholds {
+                min_speedup: raw.min_speedup,
+                opt_thresh: raw.opt_thresh,
+            },
+            criterion: raw.criterion,
+            seed: raw.seed,
+            min_rounds: raw.min_rounds,
+            max_rounds: raw.max_rounds,
+            max_measure_seconds: raw.max_measure_seconds,
+            verbosity: raw.verbosity,
+            json: raw.json,
+            command: std::env::args().collect(),
+        })
+    }
+}

@@ -1,0 +1,233 @@
+//! Every report, made from what is saved in a run folder and nothing else, so `harness
+//! report` regenerates exactly what the run wrote.
+
+mod gso;
+mod text;
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::metrics::{opt_at_k_score, pass_at_k_curve};
+use crate::results::{RunDir, RunInfo, SampleReport, Status, write_atomic, write_json};
+
+pub use text::terminal_summary;
+
+/// One instance's first K samples and what they add up to.
+#[derive(Debug, Clone)]
+pub struct InstanceOutcome {
+    pub instance_id: String,
+    /// Saved results of its first K samples, by sample index.
+    pub samples: Vec<SampleReport>,
+    /// How many samples were submitted among the first K.
+    pub submitted: usize,
+    pub best_status: Option<Status>,
+    pub opt_base: bool,
+    pub opt_commit: bool,
+    /// No sample is opt_commit and at least one was still undecided at its budget.
+    pub inconclusive: bool,
+    /// Index into `samples` of the sample whose speedups represent the instance.
+    pub best: Option<usize>,
+}
+
+/// Aggregates over a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Totals {
+    pub total_instances: usize,
+    pub submitted_instances: usize,
+    pub completed_instances: usize,
+    /// Best-of-K status → number of instances.
+    pub by_status: BTreeMap<String, usize>,
+    pub opt_base: usize,
+    pub opt_commit: usize,
+    /// Instances counted as not optimised only because a verdict stayed undecided.
+    pub inconclusive: usize,
+    /// Samples whose verdict stayed undecided.
+    pub inconclusive_samples: usize,
+    /// Opt@K, percent, two decimals.
+    pub score: f64,
+    /// pass@k for k = 1..K (fractions).
+    pub pass_at_k: Vec<f64>,
+    /// opt@k for k = 1..K (fractions).
+    pub opt_at_k: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub info: RunInfo,
+    pub instances: Vec<InstanceOutcome>,
+    pub totals: Totals,
+}
+
+/// Reads a run folder and computes everything the reports show.
+pub fn summarise(run: &RunDir) -> Result<Summary> {
+    let info = run.load_run_info()?;
+    let k = info.k;
+    let mut instances = Vec::new();
+    for id in &info.instance_ids {
+        let mut samples: Vec<SampleReport> = (0..k)
+            .filter_map(|i| run.load_sample(&info.model, id, i))
+            .collect();
+        samples.sort_by_key(|s| s.sample);
+        let submitted = samples.len();
+        let best_status = samples.iter().map(|s| s.status).min_by_key(|s| s.rank());
+        let opt_base = samples.iter().any(|s| s.opt_base);
+        let opt_commit = samples.iter().any(|s| s.opt_commit);
+        let inconclusive = !opt_commit && samples.iter().any(|s| s.inconclusive);
+        // The representative sample: the best opt_commit one by HM over human, else the
+        // best passed one by GM over base (ties: lowest index).
+        let best = samples
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.opt_stats.is_some())
+            .max_by(|(ia, a), (ib, b)| {
+                let key = |s: &SampleReport| {
+                    let st = s.opt_stats.as_ref();
+                    (
+                        s.opt_commit,
+                        s.opt_base,
+                        st.map(|x| x.hm_speedup_patch_commit).unwrap_or(0.0),
+                    )
+                };
+                let (ca, ba, ha) = key(a);
+                let (cb, bb, hb) = key(b);
+                (ca, ba)
+                    .cmp(&(cb, bb))
+                    .then(ha.total_cmp(&hb))
+                    .then(ib.cmp(ia))
+            })
+            .map(|(i, _)| i);
+        instances.push(InstanceOutcome {
+            instance_id: id.clone(),
+            samples,
+            submitted,
+            best_status,
+            opt_base,
+            opt_commit,
+            inconclusive,
+            best,
+        });
+    }
+    let mut by_status: BTreeMap<String, usize> = Status::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), 0))
+        .collect();
+    for inst in &instances {
+        if let Some(s) = inst.best_status {
+            *by_status.entry(s.as_str().to_string()).or_default() += 1;
+        }
+    }
+    let pass_counts: Vec<(u64, u64)> = instances
+        .iter()
+        .map(|i| {
+            (
+                k as u64,
+                i.samples.iter().filter(|s| s.passed()).count() as u64,
+            )
+        })
+        .collect();
+    let opt_counts: Vec<(u64, u64)> = instances
+        .iter()
+        .map(|i| {
+            (
+                k as u64,
+                i.samples.iter().filter(|s| s.opt_commit).count() as u64,
+            )
+        })
+        .collect();
+    let opt_commit = instances.iter().filter(|i| i.opt_commit).count();
+    let totals = Totals {
+        total_instances: instances.len(),
+        submitted_instances: instances.iter().filter(|i| i.submitted > 0).count(),
+        completed_instances: instances
+            .iter()
+            .filter(|i| i.samples.iter().any(|s| s.status != Status::Error))
+            .count(),
+        by_status,
+        opt_base: instances.iter().filter(|i| i.opt_base).count(),
+        opt_commit,
+        inconclusive: instances.iter().filter(|i| i.inconclusive).count(),
+        inconclusive_samples: instances
+            .iter()
+            .map(|i| i.samples.iter().filter(|s| s.inconclusive).count())
+            .sum(),
+        score: opt_at_k_score(opt_commit, instances.len()),
+        pass_at_k: pass_at_k_curve(&pass_counts, k as u64),
+        opt_at_k: pass_at_k_curve(&opt_counts, k as u64),
+    };
+    Ok(Summary {
+        info,
+        instances,
+        totals,
+    })
+}
+
+/// Samples measured on a machine (or harness build) other than the run's, as
+/// "instance/sample (fingerprint)". Reports refuse to mix them silently.
+pub fn mixed_fingerprints(summary: &Summary) -> Vec<String> {
+    summary
+        .instances
+        .iter()
+        .flat_map(|i| i.samples.iter())
+        .filter(|s| s.fingerprint_id != summary.info.fingerprint_id)
+        .map(|s| format!("{}/{} ({})", s.instance_id, s.sample, s.fingerprint_id))
+        .collect()
+}
+
+/// The report files of a run, by name.
+pub fn report_paths(run: &RunDir, info: &RunInfo) -> Vec<std::path::PathBuf> {
+    let model = crate::results::sanitize(&info.model);
+    vec![
+        run.root
+            .join(format!("{model}.{}.report.json", info.run_id)),
+        run.root.join(format!(
+            "{model}.opt@{}.{}.report.json",
+            info.k, info.run_id
+        )),
+        run.root.join("summary.md"),
+        run.root.join("results.csv"),
+    ]
+}
+
+/// Writes every report of the run folder.
+pub fn write_all(run: &RunDir, summary: &Summary) -> Result<Vec<std::path::PathBuf>> {
+    let paths = report_paths(run, &summary.info);
+    write_json(&paths[0], &gso::run_report(summary))?;
+    write_json(&paths[1], &gso::opt_at_k_report(summary))?;
+    write_atomic(&paths[2], text::summary_markdown(summary).as_bytes())?;
+    write_atomic(&paths[3], text::results_csv(summary).as_bytes())?;
+    Ok(paths)
+}
+
+/// `--json`: the machine-readable summary on stdout.
+pub fn json_summary(summary: &Summary) -> serde_json::Value {
+    serde_json::json!({
+        "run_id": summary.info.run_id,
+        "model": summary.info.model,
+        "k": summary.info.k,
+        "criterion": summary.info.criterion,
+        "thresholds": summary.info.thresholds,
+        "decision_rule": summary.info.decision_rule,
+        "totals": summary.totals,
+        "instances": summary.instances.iter().map(|i| serde_json::json!({
+            "instance_id": i.instance_id,
+            "best_status": i.best_status.map(|s| s.as_str()),
+            "opt_base": i.opt_base,
+            "opt_commit": i.opt_commit,
+            "inconclusive": i.inconclusive,
+            "samples": i.samples.iter().map(|s| serde_json::json!({
+                "sample": s.sample,
+                "status": s.status.as_str(),
+                "opt_base": s.opt_base,
+                "opt_commit": s.opt_commit,
+                "inconclusive": s.inconclusive,
+                "measured_rounds": s.measured_rounds,
+                "gm_speedup_patch_base": s.opt_stats.as_ref().map(|x| x.gm_speedup_patch_base),
+                "hm_speedup_patch_commit": s.opt_stats.as_ref().map(|x| x.hm_speedup_patch_commit),
+                "gm_speedup_patch_base_ci": s.intervals.as_ref().map(|x| [x.gm_speedup_patch_base.lo, x.gm_speedup_patch_base.hi]),
+                "hm_speedup_patch_commit_ci": s.intervals.as_ref().map(|x| [x.hm_speedup_patch_commit.lo, x.hm_speedup_patch_commit.hi]),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,342 @@
+//! What a run writes, per sample, and how it is read back: the results store.
+//!
+//! A sample is finished when its `report.json` exists; every write is a temp file + rename,
+//! so a killed run leaves either the old file or the new one, never half of one.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{BenchMeans, OptStats};
+use crate::stats::{Decision, SpeedupIntervals};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A sample's outcome. Model outcomes first; `base_failed` and `error` are not the model's
+/// fault, are counted apart and retried on resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Passed,
+    TestFailed,
+    Timeout,
+    Oom,
+    BuildFailed,
+    PatchFailed,
+    PatchRejected,
+    EmptyPatch,
+    BaseFailed,
+    Error,
+}
+
+impl Status {
+    pub const ALL: [Status; 10] = [
+        Status::Passed,
+        Status::TestFailed,
+        Status::Timeout,
+        Status::Oom,
+        Status::BuildFailed,
+        Status::PatchFailed,
+        Status::PatchRejected,
+        Status::EmptyPatch,
+        Status::BaseFailed,
+        Status::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "passed",
+            Status::TestFailed => "test_failed",
+            Status::Timeout => "timeout",
+            Status::Oom => "oom",
+            Status::BuildFailed => "build_failed",
+            Status::PatchFailed => "patch_failed",
+            Status::PatchRejected => "patch_rejected",
+            Status::EmptyPatch => "empty_patch",
+            Status::BaseFailed => "base_failed",
+            Status::Error => "error",
+        }
+    }
+
+    /// Best-of-K order: passed > test_failed > timeout > oom > build_failed > patch_failed >
+    /// patch_rejected > empty_patch > base_failed > error. Lower is better.
+    pub fn rank(self) -> usize {
+        Status::ALL
+            .iter()
+            .position(|s| *s == self)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Not the model's fault: run again when the command is repeated.
+    pub fn retried_on_resume(self) -> bool {
+        matches!(self, Status::BaseFailed | Status::Error)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How long each phase of a sample took, in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSeconds {
+    pub container: f64,
+    pub apply: f64,
+    pub install: f64,
+    pub test: f64,
+    /// The task's whole measurement (all variants, interleaved), shared by its samples.
+    pub measure: f64,
+}
+
+/// `report.json` of one sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleReport {
+    pub schema_version: u32,
+    pub instance_id: String,
+    /// The model name as given on the command line.
+    pub model: String,
+    /// `model_name_or_path` of the prediction, as submitted.
+    pub model_name_or_path: String,
+    pub sample: usize,
+    /// Where the prediction came from (file:line).
+    pub origin: String,
+    pub status: Status,
+    /// One line on why, for anything but a plain pass.
+    pub detail: String,
+    pub apply_strategy: Option<String>,
+    pub patch_sha256: String,
+    pub image: String,
+    /// Identifies task, image, patch and measurement settings; resume re-runs a sample
+    /// whose key changed.
+    pub result_key: String,
+    pub criterion: String,
+    pub opt_base: bool,
+    pub opt_commit: bool,
+    /// The three-way decisions behind `opt_base` / `opt_commit` (always decided under gso).
+    pub decision_base: Decision,
+    pub decision_commit: Decision,
+    /// Passed, but the verdict was still undecided when the budget was spent: reported
+    /// apart and counted as not optimised.
+    pub inconclusive: bool,
+    pub opt_stats: Option<OptStats>,
+    /// 95% bootstrap intervals of the speedups.
+    pub intervals: Option<SpeedupIntervals>,
+    pub bench_means: Vec<BenchMeans>,
+    /// Rounds in which base, human and this sample all have a valid figure.
+    pub measured_rounds: u32,
+    /// The machine fingerprint the sample was measured on (see run.json).
+    pub fingerprint_id: String,
+    pub seconds: PhaseSeconds,
+    pub harness_version: String,
+    pub finished_at: String,
+}
+
+impl SampleReport {
+    /// pass in pass@k: applied, built and the test passed.
+    pub fn passed(&self) -> bool {
+        self.status == Status::Passed
+    }
+}
+
+/// Paths and names inside `evaluation_results/<run_id>/`.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub root: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(results_root: &Path, run_id: &str) -> RunDir {
+        RunDir {
+            root: results_root.join(run_id),
+        }
+    }
+
+    pub fn run_json(&self) -> PathBuf {
+        self.root.join("run.json")
+    }
+
+    pub fn model_dir(&self, model: &str) -> PathBuf {
+        self.root.join(sanitize(model))
+    }
+
+    pub fn sample_dir(&self, model: &str, instance_id: &str, sample: usize) -> PathBuf {
+        self.model_dir(model)
+            .join(instance_id)
+            .join(sample.to_string())
+    }
+
+    pub fn load_sample(
+        &self,
+        model: &str,
+        instance_id: &str,
+        sample: usize,
+    ) -> Option<SampleReport> {
+        let path = self
+            .sample_dir(model, instance_id, sample)
+            .join("report.json");
+        let text = std::fs::read_to_string(path).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+/// Model names become folder and file names: keep letters, digits, `.`, `_`, `-`.
+pub fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_start_matches('.').to_string();
+    if s.is_empty() { "model".into() } else { s }
+}
+
+/// Writes a file whole or not at all: a temp file in the same folder, then rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .with_context(|| format!("{}: no parent folder", path.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
+    use std::io::Write;
+    // Temp files are created 0600; results are for sharing.
+    use std::os::unix::fs::PermissionsExt;
+    tmp.write_all(bytes)
+        .and_then(|_| {
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))
+        })
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("{}: cannot write", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("{}: cannot rename into place", path.display()))?;
+    Ok(())
+}
+
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value).context("cannot serialise")?;
+    text.push('\n');
+    write_atomic(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn best_of_k_order() {
+        let mut v = vec![
+            Status::Error,
+            Status::EmptyPatch,
+            Status::Passed,
+            Status::BaseFailed,
+            Status::TestFailed,
+            Status::PatchFailed,
+            Status::BuildFailed,
+            Status::PatchRejected,
+        ];
+        v.sort_by_key(|s| s.rank());
+        assert_eq!(
+            v,
+            [
+                Status::Passed,
+                Status::TestFailed,
+                Status::BuildFailed,
+                Status::PatchFailed,
+                Status::PatchRejected,
+                Status::EmptyPatch,
+                Status::BaseFailed,
+                Status::Error
+            ]
+        );
+        assert!(Status::Error.retried_on_resume());
+        assert!(!Status::TestFailed.retried_on_resume());
+        assert_eq!(
+            serde_json::to_string(&Status::PatchRejected).unwrap(),
+            "\"patch_rejected\""
+        );
+    }
+
+    #[test]
+    fn sanitized_names() {
+        assert_eq!(sanitize("org/model v2"), "org_model_v2");
+        assert_eq!(sanitize("demo-agent"), "demo-agent");
+        assert_eq!(sanitize("../x"), "_x");
+        assert_eq!(sanitize(""), "model");
+    }
+
+    #[test]
+    fn atomic_write_replaces() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a/b.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        assert_eq!(std::fs::read_dir(d.path().join("a")).unwrap().count(), 1);
+    }
+}
+
+/// A predictions file a run read, with its hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputFile {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// `run.json`: what was run, how, and on what machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub model: String,
+    pub k: usize,
+    pub command: Vec<String>,
+    pub dataset: String,
+    pub dataset_digest: String,
+    /// Every selected instance: the denominator of Opt@K.
+    pub instance_ids: Vec<String>,
+    pub predictions: Vec<InputFile>,
+    pub criterion: String,
+    pub thresholds: crate::metrics::Thresholds,
+    /// Criterion, thresholds, seed, confidence and resamples of the verdicts.
+    pub decision_rule: crate::verdict::DecisionRule,
+    /// Round and time budget overrides from the command line (None: each task's own).
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    pub max_measure_seconds: Option<f64>,
+    pub timeout_scale: f64,
+    pub jobs: usize,
+    /// How the cores were split into exclusive bench slots.
+    pub cpu_plan: crate::cpuset::CpuPlan,
+    pub fingerprint: crate::fingerprint::Fingerprint,
+    pub fingerprint_id: String,
+    pub harness_version: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// Problems with the input that did not stop the run.
+    pub warnings: Vec<String>,
+}
+
+impl RunDir {
+    pub fn load_run_info(&self) -> Result<RunInfo> {
+        let path = self.run_json();
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("{}: cannot read (is this a run folder?)", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a run.json this harness can read", path.display()))
+    }
+}

@@ -1,0 +1,485 @@
+//! The main job: a validated plan in, a finished run folder and its summary out.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use crate::dataset::Dataset;
+use crate::docker::Engine;
+use crate::docker::image::{ensure_base_images, ensure_task_image, image_tag, local_image_id};
+use crate::eval::{
+    EvalContext, SampleInput, TaskInput, evaluate_task, report_broken_task, result_key,
+};
+use crate::events::{Event, Events, emit, spawn_reporter};
+use crate::fingerprint::Fingerprint;
+use crate::plan::RunPlan;
+use crate::predictions::{Prediction, Predictions};
+use crate::report::{self, Summary};
+use crate::results::{InputFile, RunDir, RunInfo, write_json};
+use crate::source::{Material, materialize};
+use crate::task::Task;
+
+/// What a finished (or interrupted) run left.
+pub struct RunOutcome {
+    pub run_dir: RunDir,
+    pub summary: Summary,
+    pub report_files: Vec<std::path::PathBuf>,
+    /// Samples evaluated by this invocation.
+    pub evaluated: usize,
+    /// Samples whose saved result was reused.
+    pub reused: usize,
+    /// Task images built by this invocation.
+    pub images_built: usize,
+    pub interrupted: bool,
+}
+
+/// Runs `opt-at-k`; progress goes to stderr through the reporter.
+pub async fn opt_at_k(plan: &RunPlan) -> Result<RunOutcome> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let reporter = spawn_reporter(plan.verbosity, rx);
+    let result = run(plan, &tx).await;
+    drop(tx);
+    let _ = reporter.await;
+    result
+}
+
+fn sha256_file(path: &std::path::Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+/// Everything a sample's result depends on besides task, image and patch.
+fn measurement_settings(plan: &RunPlan, task: &Task) -> BTreeMap<&'static str, String> {
+    let mut s = BTreeMap::new();
+    s.insert("protocol", "interleaved-rotating-adaptive-v2".to_string());
+    s.insert("criterion", plan.criterion.as_str().to_string());
+    s.insert("seed", plan.seed.to_string());
+    s.insert(
+        "budget",
+        format!(
+            "{:?}|{:?}|{:?}|{}",
+            plan.min_rounds, plan.max_rounds, plan.max_measure_seconds, task.measure_max_seconds
+        ),
+    );
+    s.insert("min_speedup", plan.thresholds.min_speedup.to_string());
+    s.insert("opt_thresh", plan.thresholds.opt_thresh.to_string());
+    s.insert("timeout_scale", plan.timeout_scale.to_string());
+    s.insert(
+        "install",
+        format!("{:?}|{:?}", task.install, task.install_timeout),
+    );
+    s.insert(
+        "test",
+        format!("{}|{:?}", task.test_command, task.test_timeout),
+    );
+    s.insert("resources", format!("{:?}", task.resources));
+    s.insert("protected", format!("{:?}", task.protected));
+    let benches: Vec<String> = task
+        .benches
+        .iter()
+        .map(|b| {
+            format!(
+                "{}|{}|{}|{}|{:?}|{}|{:?}",
+                b.name,
+                b.command,
+                b.warmups,
+                b.runs,
+                b.timeout,
+                b.metric.describe(),
+                b.better
+            )
+        })
+        .collect();
+    s.insert("benches", benches.join(";"));
+    s
+}
+
+struct TaskWork<'a> {
+    task: &'a Task,
+    material: Result<Material, String>,
+    image: String,
+    samples: Vec<SampleInput>,
+}
+
+async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
+    let mut warnings: Vec<String> = Vec::new();
+    let warn = |w: String, warnings: &mut Vec<String>| {
+        emit(events, Event::Warn(w.clone()));
+        warnings.push(w);
+    };
+
+    // Input first: nothing is started when it is wrong.
+    let dataset = Dataset::load(&plan.dataset)?;
+    let (tasks, select_warnings) = dataset.select(&plan.instance_ids)?;
+    for w in select_warnings {
+        warn(w, &mut warnings);
+    }
+    let predictions = Predictions::load(&plan.predictions);
+    for w in &predictions.warnings {
+        warn(w.clone(), &mut warnings);
+    }
+    for (id, preds) in &predictions.by_instance {
+        if !dataset.tasks.contains_key(id) && !dataset.invalid.contains_key(id) {
+            warn(
+                format!(
+                    "{}: unknown instance id {id:?} (not in dataset {}); its {} prediction(s) are ignored",
+                    preds[0].origin,
+                    plan.dataset.display(),
+                    preds.len()
+                ),
+                &mut warnings,
+            );
+        }
+    }
+    if predictions.total() == 0 {
+        bail!(
+            "no usable prediction in {}",
+            plan.predictions
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut chosen: BTreeMap<String, Vec<Prediction>> = BTreeMap::new();
+    for task in &tasks {
+        let preds = predictions
+            .by_instance
+            .get(&task.id)
+            .cloned()
+            .unwrap_or_default();
+        if preds.len() > plan.k {
+            emit(
+                events,
+                Event::Debug(format!(
+                    "{}: {} samples submitted, using the first {}",
+                    task.id,
+                    preds.len(),
+                    plan.k
+                )),
+            );
+        }
+        chosen.insert(task.id.clone(), preds.into_iter().take(plan.k).collect());
+    }
+
+    let engine = Engine::connect().await?;
+    let orphans = engine.remove_orphans().await?;
+    if orphans > 0 {
+        emit(
+            events,
+            Event::Info(format!(
+                "removed {orphans} container(s) left behind by an earlier, killed run"
+            )),
+        );
+    }
+    let say = |m: String| emit(events, Event::Info(m));
+    ensure_base_images(&engine, &tasks, &say).await?;
+    let fingerprint = Fingerprint::collect(&engine).await;
+    let fingerprint_id = fingerprint.id();
+    let machine_cores = engine
+        .api
+        .info()
+        .await
+        .ok()
+        .and_then(|i| i.ncpu)
+        .map(|n| n.max(1) as usize)
+        .unwrap_or(fingerprint.cores);
+    let width = tasks
+        .iter()
+        .map(|t| crate::cpuset::width_for(t.resources.cpus))
+        .max()
+        .unwrap_or(1);
+    let cpu_plan = crate::cpuset::plan_slots(machine_cores, plan.jobs, width);
+    emit(
+        events,
+        Event::Debug(format!(
+            "bench slots (exclusive cores): {}; reserved for the harness and daemon: {:?}",
+            cpu_plan.slots.join(" "),
+            cpu_plan.reserved
+        )),
+    );
+
+    let run_dir = RunDir::new(&plan.results_root, &plan.run_id);
+    std::fs::create_dir_all(&run_dir.root)
+        .with_context(|| format!("{}: cannot create", run_dir.root.display()))?;
+    let cache_dir = plan.results_root.join(".cache");
+
+    // What is there to do: materialise every task, key every sample, reuse what is saved.
+    let mut work: Vec<TaskWork> = Vec::new();
+    let mut reused = 0usize;
+    let mut total_samples = 0usize;
+    let mut digests = Vec::new();
+    let mut other_machine = 0usize;
+    for task in &tasks {
+        let material = materialize(task, &cache_dir).map_err(|e| format!("{e:#}"));
+        let (digest, image) = match &material {
+            Ok(m) => {
+                let base_id = local_image_id(&engine, &task.base_image)
+                    .await?
+                    .unwrap_or_else(|| task.base_image.clone());
+                (m.digest.clone(), image_tag(task, m, &base_id))
+            }
+            Err(e) => {
+                warn(format!("task {}: {e}", task.id), &mut warnings);
+                (String::from("unreadable"), String::from("none"))
+            }
+        };
+        digests.push(format!("{}={digest}", task.id));
+        let settings = measurement_settings(plan, task);
+        let mut samples = Vec::new();
+        for (index, pred) in chosen[&task.id].iter().enumerate() {
+            total_samples += 1;
+            let key = result_key(&digest, &image, pred.patch_text(), &settings);
+            let saved = run_dir.load_sample(&plan.model, &task.id, index);
+            // A result measured on another machine (or by another harness build) is never
+            // mixed in: the sample is measured again here.
+            if let Some(s) = &saved
+                && s.result_key == key
+                && s.fingerprint_id != fingerprint_id
+            {
+                other_machine += 1;
+            }
+            if let Some(saved) = saved
+                && saved.result_key == key
+                && saved.fingerprint_id == fingerprint_id
+                && !saved.status.retried_on_resume()
+            {
+                reused += 1;
+                emit(
+                    events,
+                    Event::SampleDone {
+                        instance: task.id.clone(),
+                        sample: index,
+                        status: saved.status,
+                        opt_commit: saved.opt_commit,
+                        speedup: saved.opt_stats.as_ref().map(|s| s.gm_speedup_patch_base),
+                        cached: true,
+                    },
+                );
+                continue;
+            }
+            samples.push(SampleInput {
+                index,
+                prediction: pred.clone(),
+                dir: run_dir.sample_dir(&plan.model, &task.id, index),
+                result_key: key,
+            });
+        }
+        if !samples.is_empty() {
+            work.push(TaskWork {
+                task,
+                material,
+                image,
+                samples,
+            });
+        }
+    }
+    if other_machine > 0 {
+        warn(
+            format!(
+                "{other_machine} saved sample(s) in {} were measured on another machine or harness build \
+                 (fingerprint differs from {fingerprint_id}); measuring them again here rather than mixing",
+                run_dir.root.display()
+            ),
+            &mut warnings,
+        );
+    }
+    emit(
+        events,
+        Event::Planned {
+            tasks: tasks.len(),
+            samples: total_samples,
+            cached: reused,
+        },
+    );
+
+    let rule = crate::verdict::DecisionRule {
+        criterion: plan.criterion,
+        thresholds: plan.thresholds,
+        seed: plan.seed,
+        confidence: crate::verdict::CONFIDENCE,
+        resamples: crate::verdict::RESAMPLES,
+    };
+    let dataset_digest = hex::encode(Sha256::digest(digests.join("\n").as_bytes()));
+    let mut info = RunInfo {
+        schema_version: crate::results::SCHEMA_VERSION,
+        run_id: plan.run_id.clone(),
+        model: plan.model.clone(),
+        k: plan.k,
+        command: plan.command.clone(),
+        dataset: plan.dataset.display().to_string(),
+        dataset_digest,
+        instance_ids: tasks.iter().map(|t| t.id.clone()).collect(),
+        predictions: plan
+            .predictions
+            .iter()
+            .map(|p| {
+                Ok(InputFile {
+                    path: p.display().to_string(),
+                    sha256: sha256_file(p)?,
+                })
+            })
+            .collect::<Result<_>>()?,
+        criterion: plan.criterion.as_str().to_string(),
+        thresholds: plan.thresholds,
+        decision_rule: rule,
+        min_rounds: plan.min_rounds,
+        max_rounds: plan.max_rounds,
+        max_measure_seconds: plan.max_measure_seconds,
+        timeout_scale: plan.timeout_scale,
+        jobs: plan.jobs,
+        cpu_plan: cpu_plan.clone(),
+        fingerprint,
+        fingerprint_id: fingerprint_id.clone(),
+        harness_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        finished_at: None,
+        warnings: warnings.clone(),
+    };
+    write_json(&run_dir.run_json(), &info)?;
+
+    let ctx = EvalContext {
+        engine: engine.clone(),
+        run_id: plan.run_id.clone(),
+        model: plan.model.clone(),
+        rule,
+        budget: crate::eval::measure::Budget {
+            min_rounds: plan.min_rounds,
+            max_rounds: plan.max_rounds,
+            max_seconds: plan.max_measure_seconds,
+            timeout_scale: plan.timeout_scale,
+        },
+        slots: Arc::new(crate::cpuset::SlotPool::new(&cpu_plan)),
+        fingerprint_id: fingerprint_id.clone(),
+        events: events.clone(),
+    };
+    let evaluated: usize = work.iter().map(|w| w.samples.len()).sum();
+    let images_built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let all_work = futures::stream::iter(work.iter().map(|w| {
+        let ctx = &ctx;
+        let run_dir = &run_dir;
+        let images_built = images_built.clone();
+        async move { run_task(ctx, run_dir, w, &images_built).await }
+    }))
+    .buffer_unordered(plan.jobs)
+    .collect::<Vec<()>>();
+
+    let interrupted = tokio::select! {
+        _ = all_work => false,
+        _ = tokio::signal::ctrl_c() => true,
+    };
+    if interrupted {
+        emit(
+            events,
+            Event::Warn(
+                "interrupted: removing this run's containers; finished samples are kept".into(),
+            ),
+        );
+    }
+    // Whatever happened, no container of this process outlives the run.
+    engine.remove_live_containers().await;
+
+    info.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    write_json(&run_dir.run_json(), &info)?;
+    let summary = report::summarise(&run_dir)?;
+    let report_files = report::write_all(&run_dir, &summary)?;
+    Ok(RunOutcome {
+        run_dir,
+        summary,
+        report_files,
+        evaluated: if interrupted { 0 } else { evaluated },
+        reused,
+        images_built: images_built.load(std::sync::atomic::Ordering::SeqCst),
+        interrupted,
+    })
+}
+
+async fn run_task(
+    ctx: &EvalContext,
+    run_dir: &RunDir,
+    w: &TaskWork<'_>,
+    images_built: &std::sync::atomic::AtomicUsize,
+) {
+    let task = w.task;
+    let material = match &w.material {
+        Ok(m) => m,
+        Err(e) => {
+            report_broken_task(
+                ctx,
+                task,
+                &w.image,
+                &w.samples,
+                &format!("the task's source cannot be read: {e}"),
+            );
+            return;
+        }
+    };
+    let log_path = run_dir
+        .root
+        .join("images")
+        .join(format!("{}.build.log", task.id));
+    // The task owns its cores from the build to its last bench: nothing else of this
+    // harness runs on them meanwhile.
+    let slot = ctx.slots.acquire().await;
+    let built = {
+        emit(
+            &ctx.events,
+            Event::Phase {
+                instance: task.id.clone(),
+                variant: "image".into(),
+                phase: "build",
+            },
+        );
+        ensure_task_image(
+            &ctx.engine,
+            task,
+            material,
+            &log_path,
+            false,
+            Some(&slot.cpuset),
+        )
+        .await
+    };
+    let image = match built {
+        Ok(img) => {
+            if !img.cached {
+                images_built.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            emit(
+                &ctx.events,
+                Event::ImageReady {
+                    instance: task.id.clone(),
+                    tag: img.tag.clone(),
+                    cached: img.cached,
+                    seconds: img.build_seconds,
+                },
+            );
+            img.tag
+        }
+        Err(e) => {
+            emit(&ctx.events, Event::Warn(format!("{e:#}")));
+            report_broken_task(ctx, task, &w.image, &w.samples, &format!("{e:#}"));
+            return;
+        }
+    };
+    evaluate_task(
+        ctx,
+        TaskInput {
+            task,
+            material,
+            image,
+            samples: w.samples.clone(),
+            reference_dir: run_dir
+                .model_dir(&ctx.model)
+                .join(&task.id)
+                .join("reference"),
+            cpuset: Some(slot.cpuset.clone()),
+        },
+    )
+    .await;
+    drop(slot);
+}

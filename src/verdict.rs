@@ -1,0 +1,405 @@
+//! From a task's timings to a sample's verdict: which rounds count, the speedups, their
+//! intervals, and the decision under the chosen criterion.
+
+use serde::{Deserialize, Serialize};
+
+use crate::eval::measure::BenchLog;
+use crate::metrics::{
+    BenchMeans, BenchPair, OptStats, Thresholds, gso_verdict, opt_stats_from_pairs,
+};
+use crate::plan::Criterion;
+use crate::stats::{
+    Aggregate, Decision, RoundPair, SpeedupIntervals, decide, derive_seed, ratio_interval,
+};
+use crate::task::Better;
+
+pub const CONFIDENCE: f64 = 0.95;
+pub const RESAMPLES: usize = 2000;
+
+/// How verdicts are reached; recorded in run.json and every report.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRule {
+    pub criterion: Criterion,
+    pub thresholds: Thresholds,
+    pub seed: u64,
+    pub confidence: f64,
+    pub resamples: usize,
+}
+
+/// A sample's outcome on its measured rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    /// Rounds in which base and the sample both have valid figures.
+    pub rounds_with_base: Vec<u32>,
+    /// Rounds in which human and the sample both have valid figures.
+    pub rounds_with_human: Vec<u32>,
+    pub bench_means: Vec<BenchMeans>,
+    pub stats: Option<OptStats>,
+    pub intervals: Option<SpeedupIntervals>,
+    pub opt_base: Decision,
+    pub opt_commit: Decision,
+}
+
+impl Judgement {
+    pub fn decided(&self) -> bool {
+        self.opt_base != Decision::Undecided && self.opt_commit != Decision::Undecided
+    }
+
+    /// Rounds that count for the verdict: the fewer of the two pairings.
+    pub fn rounds(&self) -> u32 {
+        self.rounds_with_base
+            .len()
+            .min(self.rounds_with_human.len()) as u32
+    }
+}
+
+/// Rounds in which `reference` and `variant` both have a valid figure for every bench, in
+/// round order. Each comparison is paired on its own, so a run set aside for human does
+/// not cost the comparison with base its round.
+pub fn paired_rounds(log: &BenchLog, reference: &str, variant: &str) -> Vec<(u32, RoundPair)> {
+    let mut rounds: Vec<u32> = log
+        .runs
+        .iter()
+        .filter(|r| r.variant == variant)
+        .map(|r| r.round)
+        .collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let value = |v: &str, round: u32, bench: &str| {
+        log.runs
+            .iter()
+            .find(|r| r.variant == v && r.round == round && r.bench == bench)
+            .filter(|r| r.counts())
+            .and_then(|r| r.value)
+    };
+    let mut out = Vec::new();
+    for round in rounds {
+        let mut pair = RoundPair {
+            reference: vec![],
+            patch: vec![],
+        };
+        let complete = log.benches.iter().all(|b| {
+            match (
+                value(reference, round, &b.name),
+                value(variant, round, &b.name),
+            ) {
+                (Some(x), Some(y)) => {
+                    pair.reference.push(x);
+                    pair.patch.push(y);
+                    true
+                }
+                _ => false,
+            }
+        });
+        if complete {
+            out.push((round, pair));
+        }
+    }
+    out
+}
+
+fn means(pairs: &[(u32, RoundPair)], benches: &[(String, Better)]) -> Vec<BenchPair> {
+    let n = pairs.len() as f64;
+    benches
+        .iter()
+        .enumerate()
+        .map(|(i, (name, better))| BenchPair {
+            bench: name.clone(),
+            better: *better,
+            reference: pairs.iter().map(|(_, p)| p.reference[i]).sum::<f64>() / n,
+            patch: pairs.iter().map(|(_, p)| p.patch[i]).sum::<f64>() / n,
+        })
+        .collect()
+}
+
+/// The verdict of `variant` from what `log` holds. Under `gso` the decision is GSO's rule
+/// on the means (always decided); under `strict` the same thresholds must hold for the
+/// whole confidence interval.
+pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
+    let with_base = paired_rounds(log, "base", variant);
+    let with_human = paired_rounds(log, "human", variant);
+    let benches: Vec<(String, Better)> = log
+        .benches
+        .iter()
+        .map(|b| (b.name.clone(), b.better))
+        .collect();
+    let (vs_base, vs_human) = if with_base.is_empty() || with_human.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        (means(&with_base, &benches), means(&with_human, &benches))
+    };
+    let stats = opt_stats_from_pairs(&vs_base, &vs_human);
+    let bench_means = vs_base
+        .iter()
+        .zip(&vs_human)
+        .map(|(b, h)| BenchMeans {
+            bench: b.bench.clone(),
+            better: b.better,
+            base: b.reference,
+            human: h.reference,
+            patch: b.patch,
+        })
+        .collect();
+    let seed = derive_seed(rule.seed, &[&log.instance_id, variant]);
+    let rb: Vec<RoundPair> = with_base.iter().map(|(_, p)| p.clone()).collect();
+    let rh: Vec<RoundPair> = with_human.iter().map(|(_, p)| p.clone()).collect();
+    let interval = |rounds: &[RoundPair], agg, tag: &str| {
+        ratio_interval(
+            rounds,
+            &benches,
+            agg,
+            rule.confidence,
+            rule.resamples,
+            derive_seed(seed, &[tag]),
+        )
+    };
+    let intervals = match (
+        interval(&rb, Aggregate::Geometric, "gm-base"),
+        interval(&rh, Aggregate::Harmonic, "hm-human"),
+        interval(&rh, Aggregate::Geometric, "gm-human"),
+    ) {
+        (Some(gb), Some(hh), Some(gh)) => Some(SpeedupIntervals {
+            confidence: rule.confidence,
+            resamples: rule.resamples,
+            seed,
+            rounds: gb.rounds,
+            rounds_with_human: hh.rounds,
+            gm_speedup_patch_base: gb.overall,
+            hm_speedup_patch_commit: hh.overall,
+            gm_speedup_patch_commit: gh.overall,
+            per_bench: benches
+                .iter()
+                .map(|(n, _)| n.clone())
+                .zip(gb.per_bench)
+                .collect(),
+        }),
+        _ => None,
+    };
+    let (opt_base, opt_commit) = match (&stats, rule.criterion) {
+        (None, _) => (Decision::Undecided, Decision::Undecided),
+        (Some(st), Criterion::Gso) => {
+            let (b, c) = gso_verdict(st, &rule.thresholds);
+            let d = |x: bool| if x { Decision::Yes } else { Decision::No };
+            (d(b), d(c))
+        }
+        (Some(st), Criterion::Strict) => match &intervals {
+            None => (Decision::Undecided, Decision::Undecided),
+            Some(iv) => strict_decisions(st, iv, &rule.thresholds),
+        },
+    };
+    Judgement {
+        rounds_with_base: with_base.iter().map(|(r, _)| *r).collect(),
+        rounds_with_human: with_human.iter().map(|(r, _)| *r).collect(),
+        bench_means,
+        stats,
+        intervals,
+        opt_base,
+        opt_commit,
+    }
+}
+
+/// GSO's thresholds on intervals: opt_base when the whole interval of GM(base/patch) is at
+/// or above min_speedup (and the patch's mean is below base's); opt_commit when, on top of
+/// that, the whole interval of HM(human/patch) is above opt_thresh.
+pub fn strict_decisions(
+    st: &OptStats,
+    iv: &SpeedupIntervals,
+    th: &Thresholds,
+) -> (Decision, Decision) {
+    let mut base = decide(&iv.gm_speedup_patch_base, th.min_speedup, true);
+    if base == Decision::Yes && st.base_mean <= st.patch_mean {
+        base = Decision::Undecided;
+    }
+    let over_human = decide(&iv.hm_speedup_patch_commit, th.opt_thresh, false);
+    let commit = match (base, over_human) {
+        (Decision::No, _) | (_, Decision::No) => Decision::No,
+        (Decision::Yes, Decision::Yes) => Decision::Yes,
+        _ => Decision::Undecided,
+    };
+    (base, commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Interval;
+
+    fn iv(gm: (f64, f64), hm: (f64, f64)) -> SpeedupIntervals {
+        let i = |(lo, hi): (f64, f64)| Interval {
+            estimate: (lo + hi) / 2.0,
+            lo,
+            hi,
+        };
+        SpeedupIntervals {
+            confidence: 0.95,
+            resamples: 10,
+            seed: 0,
+            rounds: 10,
+            rounds_with_human: 10,
+            gm_speedup_patch_base: i(gm),
+            hm_speedup_patch_commit: i(hm),
+            gm_speedup_patch_commit: i(hm),
+            per_bench: Default::default(),
+        }
+    }
+
+    fn st() -> OptStats {
+        OptStats {
+            base_mean: 2.0,
+            patch_mean: 1.0,
+            commit_mean: 1.0,
+            gm_speedup_patch_base: 2.0,
+            gm_speedup_patch_commit: 1.0,
+            gm_speedup_commit_base: 2.0,
+            hm_speedup_patch_base: 2.0,
+            hm_speedup_patch_commit: 1.0,
+            per_test_speedups: Default::default(),
+        }
+    }
+
+    fn log_with(runs: Vec<(u32, &str, f64, bool)>) -> BenchLog {
+        use crate::eval::measure::{BenchSetting, RunRecord, Schedule};
+        BenchLog {
+            schema_version: 1,
+            instance_id: "t".into(),
+            sample_variant: None,
+            variants: vec!["base".into(), "human".into(), "s0".into()],
+            benches: vec![BenchSetting {
+                name: "b".into(),
+                command: "x".into(),
+                warmups: 0,
+                runs: 2,
+                max_runs: 6,
+                metric: "wall".into(),
+                better: Better::Lower,
+                timeout_s: 1.0,
+            }],
+            schedule: Schedule {
+                criterion: Criterion::Strict,
+                warmup_rounds: 0,
+                min_rounds: 2,
+                max_rounds: 6,
+                max_reruns: 6,
+                max_seconds: 60.0,
+                cpuset: None,
+            },
+            rounds: vec![],
+            runs: runs
+                .into_iter()
+                .map(|(round, variant, v, disturbed)| RunRecord {
+                    round,
+                    warmup: false,
+                    variant: variant.into(),
+                    bench: "b".into(),
+                    wall_s: v,
+                    value: Some(v),
+                    exit_code: 0,
+                    user_s: v,
+                    sys_s: 0.0,
+                    max_rss_kb: 0,
+                    involuntary_switches: 0,
+                    throttled: None,
+                    cpu_probe_ms: None,
+                    disturbed: disturbed.then(|| "test".to_string()),
+                })
+                .collect(),
+            decided_after: Default::default(),
+            dropped: Default::default(),
+            stop_reason: String::new(),
+            seconds: 0.0,
+        }
+    }
+
+    fn rule() -> DecisionRule {
+        DecisionRule {
+            criterion: Criterion::Strict,
+            thresholds: Thresholds::default(),
+            seed: 3,
+            confidence: 0.95,
+            resamples: 200,
+        }
+    }
+
+    #[test]
+    fn each_comparison_pairs_its_own_rounds() {
+        // Round 1's human run was disturbed: base/s0 pair in rounds 0-5; human/s0 in all
+        // but 1. Figures: base 2.0, human 0.5, s0 1.0 (a disturbed run's 9.0 never counts).
+        let mut runs = Vec::new();
+        for r in 0..6 {
+            runs.push((r, "base", 2.0, false));
+            runs.push((r, "human", if r == 1 { 9.0 } else { 0.5 }, r == 1));
+            runs.push((r, "s0", 1.0, false));
+        }
+        let log = log_with(runs);
+        let j = judge(&log, "s0", &rule());
+        assert_eq!(j.rounds_with_base, vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(j.rounds_with_human, vec![0, 2, 3, 4, 5]);
+        assert_eq!(j.rounds(), 5);
+        let st = j.stats.unwrap();
+        assert_eq!(st.gm_speedup_patch_base, 2.0);
+        assert_eq!(st.hm_speedup_patch_commit, 0.5);
+        // Constant figures: zero-width intervals, so strict decides at once.
+        assert_eq!((j.opt_base, j.opt_commit), (Decision::Yes, Decision::No));
+        // Same log, same seed: the same judgement.
+        assert_eq!(judge(&log, "s0", &rule()), judge(&log, "s0", &rule()));
+    }
+
+    #[test]
+    fn too_few_rounds_decide_nothing() {
+        // Four identical rounds of a clear 2x: the means are there, but strict waits for
+        // an interval, which needs five rounds.
+        let mut runs = Vec::new();
+        for r in 0..4 {
+            runs.push((r, "base", 2.0, false));
+            runs.push((r, "human", 0.5, false));
+            runs.push((r, "s0", 1.0, false));
+        }
+        let j = judge(&log_with(runs.clone()), "s0", &rule());
+        assert!(j.stats.is_some());
+        assert!(j.intervals.is_none());
+        assert_eq!((j.opt_base, j.opt_commit), (Decision::Undecided, Decision::Undecided));
+        runs.extend([(4, "base", 2.0, false), (4, "human", 0.5, false), (4, "s0", 1.0, false)]);
+        let j = judge(&log_with(runs), "s0", &rule());
+        assert_eq!((j.opt_base, j.opt_commit), (Decision::Yes, Decision::No));
+    }
+
+    #[test]
+    fn strict_has_three_outcomes() {
+        let th = Thresholds::default();
+        use Decision::*;
+        // Clearly faster than base and at least as fast as human.
+        assert_eq!(
+            strict_decisions(&st(), &iv((1.8, 2.2), (0.97, 1.1)), &th),
+            (Yes, Yes)
+        );
+        // Clearly faster than base, clearly slower than human.
+        assert_eq!(
+            strict_decisions(&st(), &iv((1.8, 2.2), (0.3, 0.5)), &th),
+            (Yes, No)
+        );
+        // Clearly not faster than base: no to both, whatever human says.
+        assert_eq!(
+            strict_decisions(&st(), &iv((0.9, 1.1), (0.9, 1.3)), &th),
+            (No, No)
+        );
+        // Straddles 1.2: undecided, and so is opt_commit unless human rules it out.
+        assert_eq!(
+            strict_decisions(&st(), &iv((1.1, 1.3), (0.97, 1.1)), &th),
+            (Undecided, Undecided)
+        );
+        assert_eq!(
+            strict_decisions(&st(), &iv((1.1, 1.3), (0.3, 0.5)), &th),
+            (Undecided, No)
+        );
+        // Above base, straddles the human threshold.
+        assert_eq!(
+            strict_decisions(&st(), &iv((1.5, 1.7), (0.9, 1.0)), &th),
+            (Yes, Undecided)
+        );
+        // GSO would round 1.16 up to 1.2; strict wants the interval at 1.2 or above.
+        assert_eq!(
+            strict_decisions(&st(), &iv((1.16, 1.19), (2.0, 3.0)), &th),
+            (No, No)
+        );
+    }
+}

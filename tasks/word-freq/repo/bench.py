@@ -1,0 +1,19 @@
+"""Benchmark: the 10 most frequent words of a generated text."""
+from wordfreq import top_words
+
+VOCAB = 300
+LINES = 68
+
+# Tokens come in several spellings ("Word7", "word7,", "(word7)", ...) that
+# all normalize to the same word; word i appears in proportion to 1 + i % 5.
+forms = ["%s", "%s,", "%s.", "(%s)", "%s;"]
+tokens = []
+for i in range(VOCAB):
+    word = "word%d" % i
+    if i % 3 == 0:
+        word = word.capitalize()
+    tokens.extend([forms[i % 5] % word] * (1 + i % 5))
+line = " ".join(tokens[(j * 7) % len(tokens)] for j in range(len(tokens)))
+text = "\n".join([line] * LINES)
+
+print(" ".join("%s=%d" % pair for pair in top_words(text, 10)))

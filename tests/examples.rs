@@ -1,0 +1,201 @@
+//! The README's main command on the shipped example tasks, against the real daemon: every
+//! sample gets the outcome it was designed to have, and running it again builds nothing,
+//! re-runs nothing and writes the same reports.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// (instance, sample, status, opt_base, opt_commit, apply strategy) as designed in
+/// tasks/_predictions/EXPECTED.md.
+type Outcome = (
+    &'static str,
+    usize,
+    &'static str,
+    bool,
+    bool,
+    Option<&'static str>,
+);
+
+const EXPECTED: &[Outcome] = &[
+    (
+        "dedupe-list",
+        0,
+        "test_failed",
+        false,
+        false,
+        Some("git apply"),
+    ),
+    (
+        "dedupe-list",
+        1,
+        "passed",
+        true,
+        true,
+        Some("patch --fuzz=5"),
+    ),
+    ("dedupe-list", 2, "empty_patch", false, false, None),
+    ("pair-sum", 0, "passed", true, false, Some("git apply")),
+    ("pair-sum", 1, "passed", false, false, Some("git apply")),
+    ("pair-sum", 2, "empty_patch", false, false, None),
+    ("primes-sieve", 0, "passed", true, true, Some("git apply")),
+    ("primes-sieve", 1, "passed", true, false, Some("git apply")),
+    ("primes-sieve", 2, "passed", false, false, Some("git apply")),
+    ("word-freq", 0, "patch_failed", false, false, None),
+    ("word-freq", 1, "patch_rejected", false, false, None),
+    ("word-freq", 2, "passed", true, true, Some("git apply")),
+];
+
+fn main_command(results: &Path) -> serde_json::Value {
+    let out = run(harness()
+        .args([
+            "opt-at-k",
+            "--model",
+            "demo-agent",
+            "--predictions",
+            "tasks/_predictions/demo-agent.jsonl",
+            "--k",
+            "3",
+            "--run-id",
+            "examples",
+            "--json",
+        ])
+        .arg("--results-dir")
+        .arg(results));
+    assert_eq!(out.status.code(), Some(0));
+    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
+}
+
+fn report_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    for name in [
+        "demo-agent.examples.report.json",
+        "demo-agent.opt@3.examples.report.json",
+        "summary.md",
+        "results.csv",
+    ] {
+        files.push((name.to_string(), std::fs::read(dir.join(name)).unwrap()));
+    }
+    for (id, sample, ..) in EXPECTED {
+        let rel = format!("demo-agent/{id}/{sample}/report.json");
+        files.push((rel.clone(), std::fs::read(dir.join(&rel)).unwrap()));
+    }
+    files
+}
+
+fn without_timestamps(mut run_json: serde_json::Value) -> serde_json::Value {
+    if let Some(m) = run_json.as_object_mut() {
+        m.remove("started_at");
+        m.remove("finished_at");
+    }
+    run_json
+}
+
+#[test]
+fn example_predictions_get_their_designed_outcomes_and_a_rerun_changes_nothing() {
+    if !docker_available("example_predictions") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("out");
+    let first = main_command(&results);
+    let dir = results.join("examples");
+
+    let mut problems = Vec::new();
+    for &(id, sample, status, opt_base, opt_commit, strategy) in EXPECTED {
+        let r = read_json(&dir.join(format!("demo-agent/{id}/{sample}/report.json")));
+        let got = (
+            r["status"].as_str().unwrap_or("?").to_string(),
+            r["opt_base"].as_bool(),
+            r["opt_commit"].as_bool(),
+            r["apply_strategy"].as_str().map(str::to_string),
+        );
+        let want = (
+            status.to_string(),
+            Some(opt_base),
+            Some(opt_commit),
+            strategy.map(str::to_string),
+        );
+        if got != want {
+            problems.push(format!(
+                "{id}/{sample}: got {got:?}, want {want:?}; detail {}; stats {}",
+                r["detail"], r["opt_stats"]
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // Scores: 3 of 4 instances have an opt_commit sample; pass and opt curves by hand.
+    let t = &first["totals"];
+    assert_eq!(t["score"], 75.0);
+    assert_eq!(t["opt_commit"], 3);
+    let close = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+    assert!(
+        close(
+            &t["pass_at_k"][0],
+            (1.0 + 1.0 / 3.0 + 1.0 / 3.0 + 2.0 / 3.0) / 4.0
+        ),
+        "{t}"
+    );
+    assert!(
+        close(
+            &t["pass_at_k"][1],
+            (1.0 + 2.0 / 3.0 + 2.0 / 3.0 + 1.0) / 4.0
+        ),
+        "{t}"
+    );
+    assert!(close(&t["pass_at_k"][2], 1.0), "{t}");
+    assert!(close(&t["opt_at_k"][0], 0.25), "{t}");
+    assert!(close(&t["opt_at_k"][2], 0.75), "{t}");
+    let opt_report = read_json(&dir.join("demo-agent.opt@3.examples.report.json"));
+    assert_eq!(opt_report["score"], 75.0);
+    assert_eq!(opt_report["k"], 3);
+    assert_eq!(
+        opt_report["instance_sets"]["opt_commit_ids"],
+        serde_json::json!(["dedupe-list", "primes-sieve", "word-freq"])
+    );
+    assert_eq!(opt_report["schema_version"], 1);
+    // Every timing of every round is kept.
+    let bench = read_json(&dir.join("demo-agent/primes-sieve/0/bench.json"));
+    assert_eq!(
+        bench["variants"],
+        serde_json::json!(["base", "human", "s0", "s1", "s2"])
+    );
+    assert!(bench["runs"].as_array().unwrap().len() >= 5 * 6);
+    assert!(
+        containers_of_run("examples").is_empty(),
+        "containers left: {:?}",
+        containers_of_run("examples")
+    );
+
+    // The same command again: nothing built, nothing re-run, the same reports.
+    let before = report_files(&dir);
+    let run_before = without_timestamps(read_json(&dir.join("run.json")));
+    let second = main_command(&results);
+    assert_eq!(
+        second["invocation"]["images_built"], 0,
+        "{}",
+        second["invocation"]
+    );
+    assert_eq!(
+        second["invocation"]["evaluated_samples"], 0,
+        "{}",
+        second["invocation"]
+    );
+    assert_eq!(
+        second["invocation"]["reused_samples"], 12,
+        "{}",
+        second["invocation"]
+    );
+    let after = report_files(&dir);
+    for ((name, a), (_, b)) in before.iter().zip(&after) {
+        assert!(a == b, "{name} changed on a rerun");
+    }
+    assert_eq!(
+        without_timestamps(read_json(&dir.join("run.json"))),
+        run_before
+    );
+    assert!(containers_of_run("examples").is_empty());
+}
