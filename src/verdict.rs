@@ -357,8 +357,15 @@ mod tests {
         let j = judge(&log_with(runs.clone()), "s0", &rule());
         assert!(j.stats.is_some());
         assert!(j.intervals.is_none());
-        assert_eq!((j.opt_base, j.opt_commit), (Decision::Undecided, Decision::Undecided));
-        runs.extend([(4, "base", 2.0, false), (4, "human", 0.5, false), (4, "s0", 1.0, false)]);
+        assert_eq!(
+            (j.opt_base, j.opt_commit),
+            (Decision::Undecided, Decision::Undecided)
+        );
+        runs.extend([
+            (4, "base", 2.0, false),
+            (4, "human", 0.5, false),
+            (4, "s0", 1.0, false),
+        ]);
         let j = judge(&log_with(runs), "s0", &rule());
         assert_eq!((j.opt_base, j.opt_commit), (Decision::Yes, Decision::No));
     }
