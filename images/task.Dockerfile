@@ -1,15 +1,19 @@
-# The image of one task, made by `harness build` from this template.
-#   {{BASE_IMAGE}}  the task's image.base (default harness-base:bookworm, made by scripts/make-base-image.sh)
-#   {{SETUP}}       the task's image.setup commands, one RUN each, run in /testbed
+# The image of one task, made by `harness build` from this template. The harness fills in
+# the task's image.base (default harness-base:bookworm, made by scripts/make-base-image.sh),
+# its image.setup commands (one RUN each, run in /testbed) and the image's labels.
 # The source at base goes to /testbed and becomes a one-commit git repository *after* setup,
 # so resetting the tree between patch attempts restores exactly what setup left.
+# Steps are few on purpose: with the classic builder every step is a container.
+# (No WORKDIR: each setup command starts with its own `cd /testbed`, and the harness sets
+# the working directory of every container it makes.)
 FROM {{BASE_IMAGE}}
 COPY source/ /testbed/
-WORKDIR /testbed
 {{SETUP}}
-RUN command -v git >/dev/null && command -v patch >/dev/null && command -v python3 >/dev/null \
-    || { echo "harness: the base image needs git, patch and python3" >&2; exit 1; }
-RUN git init -q . \
+RUN cd /testbed \
+    && { command -v git >/dev/null && command -v patch >/dev/null && command -v python3 >/dev/null \
+      || { echo "harness: the base image needs git, patch and python3" >&2; exit 1; }; } \
+    && git init -q . \
     && git add -A \
     && git -c user.name=harness -c user.email=harness@localhost commit -q --allow-empty --no-verify -m base \
     && git tag harness-base
+LABEL {{LABELS}}

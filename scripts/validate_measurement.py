@@ -346,6 +346,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer trials (A/A 10, known 5 per level, stability 2)")
     ap.add_argument("--aa-trials", type=int, default=40)
     ap.add_argument("--known-trials", type=int, default=20)
+    ap.add_argument("--known-levels", type=float, nargs="+", default=[1.10, 1.30, 2.0],
+                    help="true speedups of the known-speedup check")
     ap.add_argument("--timer-runs", type=int, default=30)
     ap.add_argument("--stability-runs", type=int, default=3)
     ap.add_argument("--only", choices=["aa", "known", "timer", "stability"], action="append")
@@ -364,7 +366,7 @@ def main():
         if "aa" in only:
             out["aa"] = aa(work, args.aa_trials)
         if "known" in only:
-            out["known"] = known(work, args.known_trials)
+            out["known"] = known(work, args.known_trials, tuple(args.known_levels))
         if "stability" in only:
             out["stability"] = stability(work, args.stability_runs)
     finally:

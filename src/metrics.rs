@@ -219,19 +219,28 @@ pub fn pass_at_k(n: u64, c: u64, k: u64) -> f64 {
         .product::<f64>()
 }
 
+/// Per-instance (samples, successes) → each instance's pass@k for k = 1..=max_k. An
+/// instance with fewer than `max_k` samples counts the missing ones as failures.
+pub fn pass_at_k_rows(instances: &[(u64, u64)], max_k: u64) -> Vec<Vec<f64>> {
+    instances
+        .iter()
+        .map(|&(n, c)| {
+            (1..=max_k)
+                .map(|k| pass_at_k(n.max(max_k), c.min(n), k))
+                .collect()
+        })
+        .collect()
+}
+
 /// Per-instance (samples, successes) → pass@k averaged over instances, k = 1..=max_k.
-/// An instance with fewer than `max_k` samples counts the missing ones as failures.
 pub fn pass_at_k_curve(instances: &[(u64, u64)], max_k: u64) -> Vec<f64> {
-    (1..=max_k)
+    let rows = pass_at_k_rows(instances, max_k);
+    (0..max_k as usize)
         .map(|k| {
-            if instances.is_empty() {
+            if rows.is_empty() {
                 return 0.0;
             }
-            instances
-                .iter()
-                .map(|&(n, c)| pass_at_k(n.max(max_k), c, k))
-                .sum::<f64>()
-                / instances.len() as f64
+            rows.iter().map(|r| r[k]).sum::<f64>() / rows.len() as f64
         })
         .collect()
 }

@@ -214,6 +214,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     let mut total_samples = 0usize;
     let mut digests = Vec::new();
     let mut other_machine = 0usize;
+    let mut saved_done: Vec<Event> = Vec::new();
     for task in &tasks {
         let material = materialize(task, &cache_dir).map_err(|e| format!("{e:#}"));
         let (digest, image) = match &material {
@@ -249,17 +250,15 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
                 && !saved.status.retried_on_resume()
             {
                 reused += 1;
-                emit(
-                    events,
-                    Event::SampleDone {
-                        instance: task.id.clone(),
-                        sample: index,
-                        status: saved.status,
-                        opt_commit: saved.opt_commit,
-                        speedup: saved.opt_stats.as_ref().map(|s| s.gm_speedup_patch_base),
-                        cached: true,
-                    },
-                );
+                // Announced after `Planned`, so progress counts them against the total.
+                saved_done.push(Event::SampleDone {
+                    instance: task.id.clone(),
+                    sample: index,
+                    status: saved.status,
+                    opt_commit: saved.opt_commit,
+                    speedup: saved.opt_stats.as_ref().map(|s| s.gm_speedup_patch_base),
+                    cached: true,
+                });
                 continue;
             }
             samples.push(SampleInput {
@@ -296,6 +295,9 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
             cached: reused,
         },
     );
+    for e in saved_done {
+        emit(events, e);
+    }
 
     let rule = crate::verdict::DecisionRule {
         criterion: plan.criterion,

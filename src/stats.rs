@@ -205,6 +205,50 @@ pub fn ratio_interval(
     })
 }
 
+/// Intervals of column means over rows, by a seeded percentile bootstrap that resamples
+/// whole rows: `rows[i][k]` is instance i's figure for column k (e.g. its pass@k), so every
+/// column is resampled with the same instances and the curves stay consistent. Empty rows
+/// give zero-width intervals at 0.
+pub fn mean_intervals(
+    rows: &[Vec<f64>],
+    confidence: f64,
+    resamples: usize,
+    seed: u64,
+) -> Vec<Interval> {
+    let columns = rows.first().map(Vec::len).unwrap_or(0);
+    let n = rows.len();
+    let col_mean = |pick: &mut dyn Iterator<Item = usize>, k: usize, count: usize| {
+        pick.map(|i| rows[i][k]).sum::<f64>() / count.max(1) as f64
+    };
+    let estimates: Vec<f64> = (0..columns).map(|k| col_mean(&mut (0..n), k, n)).collect();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); columns];
+    let mut pick = Vec::with_capacity(n);
+    for _ in 0..resamples {
+        pick.clear();
+        pick.extend((0..n).map(|_| rng.below(n)));
+        for (k, d) in draws.iter_mut().enumerate() {
+            d.push(col_mean(&mut pick.iter().copied(), k, n));
+        }
+    }
+    let alpha = (1.0 - confidence) / 2.0;
+    estimates
+        .into_iter()
+        .zip(draws.iter_mut())
+        .map(|(estimate, d)| {
+            d.sort_by(f64::total_cmp);
+            Interval {
+                estimate,
+                lo: percentile(d, alpha),
+                hi: percentile(d, 1.0 - alpha),
+            }
+        })
+        .collect()
+}
+
 /// Three-way outcome of a threshold test on an interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -326,6 +370,27 @@ mod tests {
         assert_eq!(r.per_bench.len(), 2);
         assert!((r.per_bench[1].estimate - 8.0).abs() < 1e-12);
         assert!(ratio_interval(&rounds[..4], &two, Aggregate::Harmonic, 0.95, 100, 1).is_none());
+    }
+
+    #[test]
+    fn mean_intervals_over_instances() {
+        // Four instances, two columns. Column 0: two of four succeed; column 1: all do.
+        let rows = vec![
+            vec![1.0, 1.0],
+            vec![0.0, 1.0],
+            vec![1.0, 1.0],
+            vec![0.0, 1.0],
+        ];
+        let iv = mean_intervals(&rows, 0.95, 2000, 5);
+        assert_eq!(iv.len(), 2);
+        assert!((iv[0].estimate - 0.5).abs() < 1e-12);
+        assert!(iv[0].lo < 0.5 && iv[0].hi > 0.5, "{:?}", iv[0]);
+        assert!(iv[0].lo >= 0.0 && iv[0].hi <= 1.0);
+        // Every instance alike: nothing to resample, a zero-width interval.
+        assert_eq!((iv[1].lo, iv[1].estimate, iv[1].hi), (1.0, 1.0, 1.0));
+        // Seeded: the same rows and seed give the same intervals.
+        assert_eq!(iv, mean_intervals(&rows, 0.95, 2000, 5));
+        assert!(mean_intervals(&[], 0.95, 100, 1).is_empty());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! A task whose source is a local git bundle and whose human reference is a commit in it:
-//! `harness build` makes its image once, and a sample is evaluated against it.
+//! A task whose source is a local git bundle and whose human reference is a commit in it,
+//! with a setup command: `harness build` makes its image once (setup ran in /testbed, before
+//! the base commit), and a sample is evaluated against it.
 
 mod common;
 
@@ -55,7 +56,7 @@ fn git_bundle_source_builds_once_and_evaluates() {
     );
     write(
         &task.join("task.toml"),
-        "protected = [\"bench.py\"]\n[source]\ngit = \"src.bundle\"\nbase_commit = \"v-base\"\n[human]\ncommit = \"v-opt\"\n[test]\ncommand = \"python3 test_mod.py\"\n[[bench]]\nname = \"w\"\ncommand = \"python3 bench.py\"\nwarmups = 0\nruns = 2\n",
+        "protected = [\"bench.py\"]\n[source]\ngit = \"src.bundle\"\nbase_commit = \"v-base\"\n[human]\ncommit = \"v-opt\"\n[image]\nsetup = [\"echo made-by-setup > setup_marker.txt\"]\n[test]\ncommand = \"python3 test_mod.py && grep -q made-by-setup setup_marker.txt\"\n[[bench]]\nname = \"w\"\ncommand = \"python3 bench.py\"\nwarmups = 0\nruns = 2\n",
     );
     let results = tmp.path().join("out");
 
@@ -76,6 +77,31 @@ fn git_bundle_source_builds_once_and_evaluates() {
     assert!(String::from_utf8_lossy(&first.stdout).contains("built in"));
     let log = std::fs::read_to_string(results.join("images/from-git.build.log")).unwrap();
     assert!(log.contains("FROM harness-base:bookworm"), "{log}");
+    // The image carries the harness's labels (one LABEL step, not one per label).
+    let stdout = String::from_utf8_lossy(&first.stdout).to_string();
+    let tag = stdout
+        .split_whitespace()
+        .find(|w| w.starts_with("harness-task/from-git:"))
+        .unwrap()
+        .to_string();
+    let labels = Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{json .Config.Labels}}",
+            &tag,
+        ])
+        .output()
+        .unwrap();
+    let labels: serde_json::Value = serde_json::from_slice(&labels.stdout).unwrap();
+    assert_eq!(labels["org.harness.managed"], "true", "{labels}");
+    assert_eq!(labels["org.harness.instance"], "from-git", "{labels}");
+    assert_eq!(
+        log.matches("LABEL").count(),
+        2,
+        "one LABEL line, echoed once: {log}"
+    );
     let second = build(false);
     assert!(second.status.success());
     assert!(String::from_utf8_lossy(&second.stdout).contains("(cached)"));

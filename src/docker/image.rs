@@ -1,7 +1,6 @@
 //! Task images: a build context made in memory from `images/` and the task's files, a tag
 //! derived from a hash of everything that goes in, built once.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,24 +12,39 @@ use sha2::{Digest, Sha256};
 
 use super::{Engine, LABEL_DIGEST, LABEL_INSTANCE, LABEL_MANAGED};
 use crate::source::{EntryKind, Material};
-use crate::task::{DEFAULT_BASE_IMAGE, Task};
+use crate::task::{DEFAULT_BASE_IMAGE, Task, WORKDIR};
 
 const TEMPLATE: &str = include_str!("../../images/task.Dockerfile");
 
-/// The Dockerfile of a task, from the template.
-pub fn dockerfile(task: &Task) -> String {
+/// The Dockerfile of a task, from the template. The labels are one `LABEL` line of the
+/// Dockerfile rather than build options, which the classic builder turns into one step
+/// (one container) each.
+pub fn dockerfile(task: &Task, material: &Material) -> String {
     let setup: String = task
         .setup
         .iter()
         .map(|cmd| {
             // JSON form: any command text survives, quotes and newlines included.
-            let argv = serde_json::json!(["/bin/sh", "-c", cmd]);
+            let script = format!("cd {WORKDIR} || exit 1\n{cmd}");
+            let argv = serde_json::json!(["/bin/sh", "-c", script]);
             format!("RUN {argv}\n")
         })
         .collect();
+    // JSON strings are valid double-quoted Dockerfile words, escapes included.
+    let quote = |v: &str| serde_json::Value::from(v).to_string();
+    let labels = [
+        (LABEL_MANAGED, "true"),
+        (LABEL_INSTANCE, task.id.as_str()),
+        (LABEL_DIGEST, material.digest.as_str()),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}={}", quote(v)))
+    .collect::<Vec<_>>()
+    .join(" ");
     TEMPLATE
         .replace("{{BASE_IMAGE}}", &task.base_image)
         .replace("{{SETUP}}", &setup)
+        .replace("{{LABELS}}", &labels)
 }
 
 /// The build context: `Dockerfile` and `source/` (the code at base).
@@ -45,7 +59,7 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
         b.append_data(&mut h, path, data)
             .with_context(|| format!("cannot pack {path} into the build context"))
     };
-    add("Dockerfile", dockerfile(task).as_bytes(), 0o644)?;
+    add("Dockerfile", dockerfile(task, material).as_bytes(), 0o644)?;
     for e in &material.entries {
         if let EntryKind::File { mode, data } = &e.kind {
             add(&format!("source/{}", e.path), data, *mode)?;
@@ -96,7 +110,7 @@ fn repo_name(instance_id: &str) -> String {
 /// to what goes in makes a new image and nothing else does.
 pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> String {
     let mut h = Sha256::new();
-    h.update(dockerfile(task).as_bytes());
+    h.update(dockerfile(task, material).as_bytes());
     h.update([0]);
     h.update(material.digest.as_bytes());
     h.update([0]);
@@ -160,13 +174,9 @@ pub async fn ensure_task_image(
         log,
         "# harness build of {} as {tag}\n# --- Dockerfile ---\n{}# ---",
         task.id,
-        dockerfile(task)
+        dockerfile(task, material)
     );
 
-    let mut labels = HashMap::new();
-    labels.insert(LABEL_MANAGED.to_string(), "true".to_string());
-    labels.insert(LABEL_INSTANCE.to_string(), task.id.clone());
-    labels.insert(LABEL_DIGEST.to_string(), material.digest.clone());
     let mut builder = BuildImageOptionsBuilder::default();
     if let Some(cpus) = cpuset {
         builder = builder.cpusetcpus(cpus);
@@ -177,7 +187,6 @@ pub async fn ensure_task_image(
         .rm(true)
         // Without forcerm a failed classic build leaves its intermediate container behind.
         .forcerm(true)
-        .labels(&labels)
         .build();
     // Large contexts can outlast the client's default request timeout.
     let api = engine.api.clone().with_timeout(Duration::from_secs(3600));

@@ -2,7 +2,7 @@
 //! timed inside the container around the bench process; adaptive under `strict`.
 //!
 //! A round runs every bench once for base, human and every sample still being measured, in
-//! an order rotated each round. After the warmups and the minimum number of rounds, a
+//! an order that changes each round (a Williams design: positions and predecessors balanced). After the warmups and the minimum number of rounds, a
 //! sample whose verdict is decided stops; the others go on, with base and human, until they
 //! are decided or the budget (rounds, wall time) is spent. Runs disturbed by a known event
 //! (the container's CPU quota throttled it; it sat off-CPU far longer than its other runs)
@@ -187,13 +187,30 @@ pub fn schedule(
     }
 }
 
-/// The order of a round: the members rotated by the round number, so each variant takes
-/// each position in turn.
-pub fn rotated<T: Copy>(members: &[T], round: u32) -> Vec<T> {
+/// The order of a round, from a Williams design: over a cycle of rounds (n rounds for n
+/// variants when n is even, 2n when odd) every variant runs in every position equally
+/// often *and* right after every other variant equally often. A plain rotation balances
+/// positions only: it keeps the cyclic sequence, so one variant always runs right after the
+/// same other one, and any carry-over on the machine (a short run leaves the CPU "rested",
+/// caches warm for the next) biases that pair's ratio the same way every round.
+pub fn round_order<T: Copy>(members: &[T], round: u32) -> Vec<T> {
     let n = members.len();
-    (0..n)
-        .map(|k| members[(k + round as usize) % n.max(1)])
-        .collect()
+    if n == 0 {
+        return Vec::new();
+    }
+    // First row: 0, 1, n-1, 2, n-2, ...; row r adds r (mod n); odd n adds the mirror rows.
+    let first = (0..n).map(|k| match k {
+        0 => 0,
+        k if k % 2 == 1 => k.div_ceil(2),
+        k => n - k / 2,
+    });
+    let rows = if n.is_multiple_of(2) { n } else { 2 * n };
+    let r = round as usize % rows;
+    let mut row: Vec<usize> = first.map(|f| (f + r % n) % n).collect();
+    if r >= n {
+        row.reverse();
+    }
+    row.into_iter().map(|i| members[i]).collect()
 }
 
 /// Whether a sample needs no more rounds: under gso, once it has the fixed number; under
@@ -399,7 +416,7 @@ pub async fn measure(
         let members: Vec<usize> = (0..variants.len())
             .filter(|&i| is_reference(&variants[i].0) || samples_left.contains(&i))
             .collect();
-        let order = rotated(&members, round);
+        let order = round_order(&members, round);
         log.rounds.push(RoundRecord {
             round,
             order: order.iter().map(|&i| variants[i].0.clone()).collect(),
@@ -525,7 +542,7 @@ async fn run_once(
     let argv = vec![
         "python3".to_string(),
         TIMER_PATH.to_string(),
-        "/tmp/harness-bench".to_string(),
+        crate::docker::container::BENCH_OUTPUT_DIR.to_string(),
         bench.command.clone(),
     ];
     let out = sandbox
@@ -648,9 +665,48 @@ mod tests {
     #[test]
     fn rounds_rotate_and_samples_stop_when_decided() {
         let m = [0, 1, 2];
-        assert_eq!(rotated(&m, 0), vec![0, 1, 2]);
-        assert_eq!(rotated(&m, 1), vec![1, 2, 0]);
-        assert_eq!(rotated(&m, 5), vec![2, 0, 1]);
+        assert_eq!(round_order(&m, 0), vec![0, 1, 2]);
+        assert_eq!(round_order(&m, 1), vec![1, 2, 0]);
+        assert_eq!(round_order(&m, 3), vec![2, 1, 0], "odd n: mirror rows");
+        assert_eq!(
+            round_order(&m, 6),
+            round_order(&m, 0),
+            "a cycle of 2n rounds"
+        );
+        assert!(round_order::<u8>(&[], 4).is_empty());
+        // Over one cycle, for every n: each variant in each position equally often, and
+        // each ordered pair adjacent equally often (no variant always follows the same one).
+        for n in 1..=8usize {
+            let members: Vec<usize> = (0..n).collect();
+            let cycle = if n % 2 == 0 { n } else { 2 * n };
+            let mut position = vec![vec![0; n]; n];
+            let mut follows = vec![vec![0; n]; n];
+            for r in 0..cycle {
+                let row = round_order(&members, r as u32);
+                let mut sorted = row.clone();
+                sorted.sort();
+                assert_eq!(sorted, members, "n={n}: a permutation");
+                for (p, &v) in row.iter().enumerate() {
+                    position[v][p] += 1;
+                }
+                for w in row.windows(2) {
+                    follows[w[0]][w[1]] += 1;
+                }
+            }
+            let per_position = cycle / n;
+            assert!(
+                position.iter().flatten().all(|&c| c == per_position),
+                "n={n}"
+            );
+            if n > 1 {
+                let per_pair = cycle * (n - 1) / (n * (n - 1));
+                for (a, row) in follows.iter().enumerate() {
+                    for (b, &c) in row.iter().enumerate() {
+                        assert_eq!(c, if a == b { 0 } else { per_pair }, "n={n} {a}->{b}");
+                    }
+                }
+            }
+        }
         let strict = Schedule {
             criterion: Criterion::Strict,
             warmup_rounds: 1,

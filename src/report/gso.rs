@@ -143,6 +143,23 @@ pub fn opt_at_k_report(summary: &Summary) -> Value {
         };
         m.insert("pass_at_k".into(), curve(&t.pass_at_k));
         m.insert("opt_at_k".into(), curve(&t.opt_at_k));
+        let ci = |xs: &[[f64; 2]]| -> Value {
+            xs.iter()
+                .enumerate()
+                .map(|(i, [lo, hi])| {
+                    (
+                        format!("{}", i + 1),
+                        json!([
+                            crate::metrics::python_round(lo * 100.0, 2),
+                            crate::metrics::python_round(hi * 100.0, 2)
+                        ]),
+                    )
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        };
+        m.insert("pass_at_k_ci".into(), ci(&t.pass_at_k_ci));
+        m.insert("opt_at_k_ci".into(), ci(&t.opt_at_k_ci));
     }
     report
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::metrics::{opt_at_k_score, pass_at_k_curve};
+use crate::metrics::{opt_at_k_score, pass_at_k_curve, pass_at_k_rows};
 use crate::results::{RunDir, RunInfo, SampleReport, Status, write_atomic, write_json};
 
 pub use text::terminal_summary;
@@ -51,6 +51,9 @@ pub struct Totals {
     pub pass_at_k: Vec<f64>,
     /// opt@k for k = 1..K (fractions).
     pub opt_at_k: Vec<f64>,
+    /// 95% bootstrap intervals over instances of pass@k and opt@k, as [lo, hi] fractions.
+    pub pass_at_k_ci: Vec<[f64; 2]>,
+    pub opt_at_k_ci: Vec<[f64; 2]>,
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +140,18 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
         })
         .collect();
     let opt_commit = instances.iter().filter(|i| i.opt_commit).count();
+    let rule = &info.decision_rule;
+    let curve_ci = |counts: &[(u64, u64)], tag: &str| -> Vec<[f64; 2]> {
+        crate::stats::mean_intervals(
+            &pass_at_k_rows(counts, k as u64),
+            rule.confidence,
+            rule.resamples,
+            crate::stats::derive_seed(rule.seed, &[tag]),
+        )
+        .iter()
+        .map(|iv| [iv.lo, iv.hi])
+        .collect()
+    };
     let totals = Totals {
         total_instances: instances.len(),
         submitted_instances: instances.iter().filter(|i| i.submitted > 0).count(),
@@ -155,6 +170,8 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
         score: opt_at_k_score(opt_commit, instances.len()),
         pass_at_k: pass_at_k_curve(&pass_counts, k as u64),
         opt_at_k: pass_at_k_curve(&opt_counts, k as u64),
+        pass_at_k_ci: curve_ci(&pass_counts, "pass@k"),
+        opt_at_k_ci: curve_ci(&opt_counts, "opt@k"),
     };
     Ok(Summary {
         info,

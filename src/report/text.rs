@@ -108,10 +108,15 @@ fn header_line(summary: &Summary) -> String {
     )
 }
 
-fn curve_line(xs: &[f64]) -> String {
+fn pct_ci(ci: Option<&[f64; 2]>) -> String {
+    ci.map(|[lo, hi]| format!(" [{:.2}, {:.2}]", lo * 100.0, hi * 100.0))
+        .unwrap_or_default()
+}
+
+fn curve_line(xs: &[f64], ci: &[[f64; 2]]) -> String {
     xs.iter()
         .enumerate()
-        .map(|(i, v)| format!("k={} {}", i + 1, pct(*v)))
+        .map(|(i, v)| format!("k={} {}{}", i + 1, pct(*v), pct_ci(ci.get(i))))
         .collect::<Vec<_>>()
         .join("  ")
 }
@@ -153,8 +158,14 @@ pub fn terminal_summary(summary: &Summary) -> String {
         .map(|(s, n)| format!("{s} {n}"))
         .collect();
     out.push_str(&format!("best-of-K status: {}\n", statuses.join(", ")));
-    out.push_str(&format!("pass@k: {}\n", curve_line(&t.pass_at_k)));
-    out.push_str(&format!("opt@k:  {}\n", curve_line(&t.opt_at_k)));
+    out.push_str(&format!(
+        "pass@k: {}\n",
+        curve_line(&t.pass_at_k, &t.pass_at_k_ci)
+    ));
+    out.push_str(&format!(
+        "opt@k:  {}\n",
+        curve_line(&t.opt_at_k, &t.opt_at_k_ci)
+    ));
     if t.inconclusive_samples > 0 {
         out.push_str(&format!(
             "inconclusive: {} sample(s), {} instance(s) — undecided within the measurement budget, counted as not optimised\n",
@@ -174,15 +185,25 @@ pub fn summary_markdown(summary: &Summary) -> String {
     let info = &summary.info;
     let mut out = format!("# {} — Opt@{} = {:.2}%\n\n", info.model, info.k, t.score);
     out.push_str(&format!("{}\n\n", header_line(summary)));
+    let fp = &info.fingerprint;
+    let gpus = if fp.gpus.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", GPUs: {} (driver {})",
+            fp.gpus.join(", "),
+            fp.gpu_driver.as_deref().unwrap_or("unknown")
+        )
+    };
     out.push_str(&format!(
-        "Dataset `{}` (digest `{}`), machine: {} ({} cores), Docker {}, harness {} ({}).\n\n",
+        "Dataset `{}` (digest `{}`), machine: {} ({} cores){gpus}, Docker {}, harness {} ({}).\n\n",
         info.dataset,
         &info.dataset_digest[..info.dataset_digest.len().min(16)],
-        info.fingerprint.cpu_model,
-        info.fingerprint.cores,
-        info.fingerprint.docker_version,
+        fp.cpu_model,
+        fp.cores,
+        fp.docker_version,
         info.harness_version,
-        info.fingerprint.harness_commit
+        fp.harness_commit
     ));
     out.push_str(&format!(
         "Measurement budget overrides: min rounds {}, max rounds {}, max seconds {} (none: each task's own).\n\n",
@@ -190,9 +211,20 @@ pub fn summary_markdown(summary: &Summary) -> String {
         info.max_rounds.map(|v| v.to_string()).unwrap_or_else(|| "none".into()),
         info.max_measure_seconds.map(|v| v.to_string()).unwrap_or_else(|| "none".into()),
     ));
-    out.push_str("| k | pass@k | opt@k |\n|---|---|---|\n");
+    out.push_str(&format!(
+        "| k | pass@k | {:.0}% CI | opt@k | {:.0}% CI |\n|---|---|---|---|---|\n",
+        info.decision_rule.confidence * 100.0,
+        info.decision_rule.confidence * 100.0
+    ));
     for (i, (p, o)) in t.pass_at_k.iter().zip(&t.opt_at_k).enumerate() {
-        out.push_str(&format!("| {} | {} | {} |\n", i + 1, pct(*p), pct(*o)));
+        out.push_str(&format!(
+            "| {} | {} |{} | {} |{} |\n",
+            i + 1,
+            pct(*p),
+            pct_ci(t.pass_at_k_ci.get(i)),
+            pct(*o),
+            pct_ci(t.opt_at_k_ci.get(i))
+        ));
     }
     out.push_str("\n## Instances (best of K)\n\n| instance | best status | opt_base | opt_commit |\n|---|---|---|---|\n");
     for inst in &summary.instances {
