@@ -4,6 +4,10 @@
 # The source at base goes to /testbed and becomes a one-commit git repository *after* setup,
 # so resetting the tree between patch attempts restores exactly what setup left.
 # Steps are few on purpose: with the classic builder every step is a container.
+# Every file of the tree then gets the same fixed, non-zero mtime (setup's outputs too, so
+# `make` finds them up to date and rebuilds only what a patch touches); why: SOURCE_MTIME in
+# src/docker/image.rs. It is done here, not only in the build context, because the builder's
+# cache ignores mtimes: a COPY layer from an older context would come back unchanged.
 # (No WORKDIR: each setup command starts with its own `cd /testbed`, and the harness sets
 # the working directory of every container it makes.)
 FROM {{BASE_IMAGE}}
@@ -12,6 +16,7 @@ COPY source/ /testbed/
 RUN cd /testbed \
     && { command -v git >/dev/null && command -v patch >/dev/null && command -v python3 >/dev/null \
       || { echo "harness: the base image needs git, patch and python3" >&2; exit 1; }; } \
+    && find . -exec touch -h -d @{{SOURCE_MTIME}} {} + \
     && git init -q . \
     && git add -A \
     && git -c user.name=harness -c user.email=harness@localhost commit -q --allow-empty --no-verify -m base \

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Validates the harness's measurement on this machine, with real containers.
 
-    scripts/validate-measurement.sh            # full: ~40 min on a 2-core machine
-    scripts/validate-measurement.sh --quick    # fewer trials, ~10 min
+    scripts/validate-measurement.sh            # full: 75-90 min on a 2-core machine
+    scripts/validate-measurement.sh --quick    # fewer trials, about a quarter of that
 
 Four checks, each printed with its figures (and written to validation.json):
 
@@ -252,6 +252,10 @@ def known(work, trials, levels=(1.10, 1.30, 2.0)):
             "median_abs_error": statistics.median(errs) if errs else None,
             "max_abs_error": max(errs) if errs else None,
             "ci_covers_truth": covers, "median_rounds": rounds,
+            "trials": [{"instance": rep.get("instance_id"), "decision": rep["decision_base"],
+                        "estimate": rep.get("opt_stats", {}).get("gm_speedup_patch_base"),
+                        "interval": rep.get("intervals", {}).get("gm_speedup_patch_base"),
+                        "rounds": rep["measured_rounds"]} for rep, _ in res],
         }
         out["levels"][f"{level:.2f}"] = row
         print("  %-6.3f %-8s %-22s %-16s %-16s %-12s %-12s %s" % (
