@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Validates the harness's measurement on this machine, with real containers.
 
-    scripts/validate-measurement.sh            # full: 75-90 min on a 2-core machine
+    scripts/validate-measurement.sh            # full: 15 min (quiet) to 90 min (noisy) on a 2-core machine
     scripts/validate-measurement.sh --quick    # fewer trials, about a quarter of that
 
 Four checks, each printed with its figures (and written to validation.json):
