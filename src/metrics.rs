@@ -235,13 +235,9 @@ pub fn pass_at_k_rows(instances: &[(u64, u64)], max_k: u64) -> Vec<Vec<f64>> {
 /// Per-instance (samples, successes) → pass@k averaged over instances, k = 1..=max_k.
 pub fn pass_at_k_curve(instances: &[(u64, u64)], max_k: u64) -> Vec<f64> {
     let rows = pass_at_k_rows(instances, max_k);
+    let n = rows.len().max(1) as f64;
     (0..max_k as usize)
-        .map(|k| {
-            if rows.is_empty() {
-                return 0.0;
-            }
-            rows.iter().map(|r| r[k]).sum::<f64>() / rows.len() as f64
-        })
+        .map(|k| rows.iter().map(|r| r[k]).sum::<f64>() / n)
         .collect()
 }
 

@@ -207,23 +207,23 @@ pub fn ratio_interval(
 
 /// Intervals of column means over rows, by a seeded percentile bootstrap that resamples
 /// whole rows: `rows[i][k]` is instance i's figure for column k (e.g. its pass@k), so every
-/// column is resampled with the same instances and the curves stay consistent. Empty rows
-/// give zero-width intervals at 0.
+/// column is resampled with the same instances and the curves stay consistent. No rows, no
+/// intervals.
 pub fn mean_intervals(
     rows: &[Vec<f64>],
     confidence: f64,
     resamples: usize,
     seed: u64,
 ) -> Vec<Interval> {
-    let columns = rows.first().map(Vec::len).unwrap_or(0);
     let n = rows.len();
-    let col_mean = |pick: &mut dyn Iterator<Item = usize>, k: usize, count: usize| {
-        pick.map(|i| rows[i][k]).sum::<f64>() / count.max(1) as f64
-    };
-    let estimates: Vec<f64> = (0..columns).map(|k| col_mean(&mut (0..n), k, n)).collect();
     if n == 0 {
         return Vec::new();
     }
+    let columns = rows[0].len();
+    let col_mean =
+        |picks: &[usize], k: usize| picks.iter().map(|&i| rows[i][k]).sum::<f64>() / n as f64;
+    let all: Vec<usize> = (0..n).collect();
+    let estimates: Vec<f64> = (0..columns).map(|k| col_mean(&all, k)).collect();
     let mut rng = SplitMix64::new(seed);
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); columns];
     let mut pick = Vec::with_capacity(n);
@@ -231,7 +231,7 @@ pub fn mean_intervals(
         pick.clear();
         pick.extend((0..n).map(|_| rng.below(n)));
         for (k, d) in draws.iter_mut().enumerate() {
-            d.push(col_mean(&mut pick.iter().copied(), k, n));
+            d.push(col_mean(&pick, k));
         }
     }
     let alpha = (1.0 - confidence) / 2.0;

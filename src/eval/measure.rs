@@ -2,9 +2,10 @@
 //! timed inside the container around the bench process; adaptive under `strict`.
 //!
 //! A round runs every bench once for base, human and every sample still being measured, in
-//! an order that changes each round (a Williams design: positions and predecessors balanced). After the warmups and the minimum number of rounds, a
-//! sample whose verdict is decided stops; the others go on, with base and human, until they
-//! are decided or the budget (rounds, wall time) is spent. Runs disturbed by a known event
+//! an order that changes each round (a Williams design: positions and predecessors
+//! balanced). After the warmups and the minimum number of rounds, a sample whose verdict is
+//! decided stops; the others go on, with base and human, until they are decided or the
+//! budget (rounds, wall time) is spent. Runs disturbed by a known event
 //! (the container's CPU quota throttled it; it sat off-CPU far longer than its other runs)
 //! are kept in `bench.json`, flagged, left out of the statistics, and make up an extra
 //! round.
