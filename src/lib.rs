@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod patch;
 pub mod plan;
 pub mod predictions;
+pub mod protect;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -172,6 +172,15 @@ fn unquote(s: &str) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// A patch whose last line lacks "\n" gets one (git apply calls such a patch corrupt).
+pub fn normalise(patch: &str) -> std::borrow::Cow<'_, str> {
+    if patch.is_empty() || patch.ends_with('\n') {
+        std::borrow::Cow::Borrowed(patch)
+    } else {
+        std::borrow::Cow::Owned(format!("{patch}\n"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

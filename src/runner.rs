@@ -415,6 +415,7 @@ async fn run_task(
                 task,
                 &w.image,
                 &w.samples,
+                crate::results::Status::BaseFailed,
                 &format!("the task's source cannot be read: {e}"),
             );
             return;
@@ -464,7 +465,11 @@ async fn run_task(
         }
         Err(e) => {
             emit(&ctx.events, Event::Warn(format!("{e:#}")));
-            report_broken_task(ctx, task, &w.image, &w.samples, &format!("{e:#}"));
+            let status = match e.downcast_ref::<crate::docker::image::BuildFailed>() {
+                Some(b) if b.task_fault => crate::results::Status::BaseFailed,
+                _ => crate::results::Status::Error,
+            };
+            report_broken_task(ctx, task, &w.image, &w.samples, status, &format!("{e:#}"));
             return;
         }
     };

@@ -31,6 +31,32 @@ pub struct Material {
     pub digest: String,
 }
 
+impl Material {
+    /// Repository-relative paths of every file and symlink at base.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.path.as_str())
+    }
+
+    /// Repository-relative paths of the symlinks at base.
+    pub fn symlinks(&self) -> std::collections::BTreeSet<String> {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.kind, EntryKind::Symlink { .. }))
+            .map(|e| e.path.clone())
+            .collect()
+    }
+
+    /// Whether anything at base is at `path` or under it (a folder).
+    pub fn has_path_or_folder(&self, path: &str) -> bool {
+        self.entries.iter().any(|e| {
+            e.path == path
+                || e.path
+                    .strip_prefix(path)
+                    .is_some_and(|r| r.starts_with('/'))
+        })
+    }
+}
+
 /// Reads the source and the human patch. Git URLs are cloned into `cache_dir` once.
 pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
     let (entries, repo_for_human) = match &task.source {

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 
 /// The image every task builds FROM unless it names another.
@@ -104,6 +103,11 @@ struct RawBench {
     pattern: Option<String>,
     json_key: Option<String>,
     better: Option<String>,
+    check_output: Option<bool>,
+    no_check_reason: Option<String>,
+    output_file: Option<String>,
+    #[serde(default)]
+    ignore_lines: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,6 +170,31 @@ impl Metric {
     }
 }
 
+/// How a variant's bench output is checked against base's in the same round (same
+/// `HARNESS_BENCH_SEED`): a bench that exits early or prints an answer it did not compute
+/// fails the sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputCheck {
+    /// stdout must equal base's, lines matching these regexes left out (the figure an
+    /// output metric prints is always left out).
+    Stdout { ignore: Vec<String> },
+    /// This file (repository-relative, written by the bench) must equal base's.
+    File { path: String },
+    /// Not checked, and why (the task says).
+    Off { reason: String },
+}
+
+impl OutputCheck {
+    pub fn describe(&self) -> String {
+        match self {
+            OutputCheck::Stdout { ignore } if ignore.is_empty() => "stdout".into(),
+            OutputCheck::Stdout { ignore } => format!("stdout without {}", ignore.join(" | ")),
+            OutputCheck::File { path } => format!("file {path}"),
+            OutputCheck::Off { reason } => format!("off ({reason})"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Bench {
     pub name: String,
@@ -178,6 +207,7 @@ pub struct Bench {
     pub timeout: Duration,
     pub metric: Metric,
     pub better: Better,
+    pub output_check: OutputCheck,
 }
 
 #[derive(Debug, Clone)]
@@ -210,7 +240,7 @@ pub struct Task {
     pub measure_max_seconds: f64,
     pub resources: Resources,
     pub protected: Vec<String>,
-    protected_set: GlobSet,
+    protected_set: Vec<regex::Regex>,
 }
 
 impl Task {
@@ -458,6 +488,57 @@ impl Task {
                     "wall time is always lower-is-better".into(),
                 ));
             }
+            for (j, p) in b.ignore_lines.iter().enumerate() {
+                regex::Regex::new(p).map_err(|e| {
+                    field_err(
+                        &at(&format!("ignore_lines[{j}]")),
+                        format!("invalid regex: {e}"),
+                    )
+                })?;
+            }
+            let output_check = match (
+                b.check_output.unwrap_or(true),
+                b.no_check_reason,
+                b.output_file,
+            ) {
+                (true, None, None) => {
+                    let mut ignore = b.ignore_lines;
+                    if let Metric::Pattern(re) = &metric {
+                        ignore.push(re.as_str().to_string());
+                    }
+                    OutputCheck::Stdout { ignore }
+                }
+                (true, None, Some(path)) => {
+                    if path.starts_with('/') || path.split('/').any(|c| c == ".." || c.is_empty()) {
+                        return Err(field_err(
+                            &at("output_file"),
+                            format!("{path:?} must be a path inside the repository"),
+                        ));
+                    }
+                    OutputCheck::File { path }
+                }
+                (false, Some(reason), None) if !reason.trim().is_empty() => {
+                    OutputCheck::Off { reason }
+                }
+                (false, _, Some(_)) => {
+                    return Err(field_err(
+                        &at("output_file"),
+                        "has no use with check_output = false".into(),
+                    ));
+                }
+                (false, _, None) => {
+                    return Err(field_err(
+                        &at("no_check_reason"),
+                        "check_output = false needs a reason: without the check, a patch that makes the bench skip its work or print a remembered answer is timed as if it did the work".into(),
+                    ));
+                }
+                (true, Some(_), _) => {
+                    return Err(field_err(
+                        &at("no_check_reason"),
+                        "is only for check_output = false".into(),
+                    ));
+                }
+            };
             benches.push(Bench {
                 name: b.name,
                 command: b.command,
@@ -472,6 +553,7 @@ impl Task {
                 )?,
                 metric,
                 better,
+                output_check,
             });
         }
 
@@ -506,15 +588,13 @@ impl Task {
             gpus: r.gpus.unwrap_or(0),
         };
 
-        let mut builder = GlobSetBuilder::new();
+        let mut protected_set = Vec::new();
         for (i, g) in raw.protected.iter().enumerate() {
-            let glob = Glob::new(g)
+            let re = crate::protect::glob_to_regex(g)
+                .and_then(|re| regex::Regex::new(&re).map_err(|e| e.to_string()))
                 .map_err(|e| field_err(&format!("protected[{i}]"), format!("invalid glob: {e}")))?;
-            builder.add(glob);
+            protected_set.push(re);
         }
-        let protected_set = builder
-            .build()
-            .map_err(|e| field_err("protected", e.to_string()))?;
 
         Ok(Task {
             id,
@@ -540,7 +620,7 @@ impl Task {
 
     /// Whether a repository-relative path is one a patch may not touch.
     pub fn is_protected(&self, path: &str) -> bool {
-        self.protected_set.is_match(path)
+        self.protected_set.iter().any(|r| r.is_match(path))
     }
 }
 

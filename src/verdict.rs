@@ -273,6 +273,7 @@ mod tests {
                 metric: "wall".into(),
                 better: Better::Lower,
                 timeout_s: 1.0,
+                output_check: "stdout".into(),
             }],
             schedule: Schedule {
                 criterion: Criterion::Strict,
@@ -301,6 +302,8 @@ mod tests {
                     throttled: None,
                     cpu_probe_ms: None,
                     disturbed: disturbed.then(|| "test".to_string()),
+                    output_digest: None,
+                    lingering_killed: 0,
                 })
                 .collect(),
             decided_after: Default::default(),

@@ -106,6 +106,7 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
         entrypoint: Some(vec!["sleep".into()]),
         cmd: Some(vec!["infinity".into()]),
         working_dir: Some(WORKDIR.into()),
+        user: Some(crate::protect::ROOT.into()),
         labels: Some(labels),
         network_disabled: Some(!r.network),
         tty: Some(false),
@@ -125,12 +126,31 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
             network_mode: Some(if r.network { "bridge" } else { "none" }.into()),
             privileged: Some(false),
             security_opt: Some(vec!["no-new-privileges".into()]),
+            // Root in the container keeps only what the harness's own steps need (locking
+            // the tree, dropping to the sandbox user, killing its leftovers); the code under
+            // test runs as that user, with no capabilities at all.
+            cap_drop: Some(vec!["ALL".into()]),
+            cap_add: Some(
+                [
+                    "CHOWN",
+                    "DAC_OVERRIDE",
+                    "FOWNER",
+                    "SETUID",
+                    "SETGID",
+                    "KILL",
+                ]
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            ),
             device_requests,
             // Bounded by the container's memory limit anyway (tmpfs pages are charged to
             // it): a bench that floods its output runs out of memory, not out of disk.
             tmpfs: Some(HashMap::from([(
                 BENCH_OUTPUT_MOUNT.to_string(),
-                format!("rw,noexec,nosuid,size={}", r.memory_bytes),
+                // Root-owned and not writable by the sandbox user: the timer's output files
+                // there are reachable only through the descriptors it hands the bench.
+                format!("rw,noexec,nosuid,mode=0755,size={}", r.memory_bytes),
             )])),
             ..Default::default()
         }),
@@ -185,11 +205,25 @@ impl Sandbox {
             .with_context(|| format!("cannot copy files into container {}", self.name))
     }
 
-    /// Runs `argv` in the container's work dir. Past `timeout` the whole container is killed
-    /// (the only sure way to stop everything the command started) and the outcome says so.
+    /// Runs `argv` as root in the container's work dir; see [`Sandbox::exec_as`].
     pub async fn exec(
         &self,
         argv: &[String],
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
+        self.exec_as(argv, crate::protect::ROOT, &[], timeout, output_limit)
+            .await
+    }
+
+    /// Runs `argv` as `user` ("uid:gid") with extra `env` ("K=V") in the container's work
+    /// dir. Past `timeout` the whole container is killed (the only sure way to stop
+    /// everything the command started) and the outcome says so.
+    pub async fn exec_as(
+        &self,
+        argv: &[String],
+        user: &str,
+        env: &[String],
         timeout: Duration,
         output_limit: usize,
     ) -> Result<ExecOutcome> {
@@ -207,6 +241,8 @@ impl Sandbox {
                     attach_stderr: Some(true),
                     tty: Some(false),
                     cmd: Some(argv.to_vec()),
+                    user: Some(user.to_string()),
+                    env: (!env.is_empty()).then(|| env.to_vec()),
                     working_dir: Some(WORKDIR.to_string()),
                     ..Default::default()
                 },
@@ -313,6 +349,19 @@ impl Sandbox {
             .ok()
             .and_then(|i| i.state)
             .and_then(|s| s.oom_killed)
+            .unwrap_or(false)
+    }
+
+    /// Whether the container still runs (false when it was killed or removed from
+    /// outside, or the daemon lost it).
+    pub async fn is_running(&self) -> bool {
+        self.engine
+            .api
+            .inspect_container(&self.id, None)
+            .await
+            .ok()
+            .and_then(|i| i.state)
+            .and_then(|s| s.running)
             .unwrap_or(false)
     }
 
@@ -466,9 +515,18 @@ mod tests {
         assert_eq!(hc.cpuset_cpus.as_deref(), Some("1-2"));
         assert_eq!(hc.privileged, Some(false));
         assert_eq!(hc.init, Some(true));
+        assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
+        assert!(
+            !hc.cap_add
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|c| c.contains("ADMIN"))
+        );
+        assert_eq!(body.user.as_deref(), Some("0:0"));
         assert_eq!(
             hc.tmpfs.unwrap()[BENCH_OUTPUT_MOUNT],
-            format!("rw,noexec,nosuid,size={}", 512u64 << 20)
+            format!("rw,noexec,nosuid,mode=0755,size={}", 512u64 << 20)
         );
         let dr = &hc.device_requests.unwrap()[0];
         assert_eq!(dr.driver.as_deref(), Some("nvidia"));

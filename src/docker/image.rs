@@ -60,7 +60,19 @@ pub fn dockerfile(task: &Task, material: &Material) -> String {
 /// new. The template's last step sets it on the whole tree (setup's outputs included).
 pub const SOURCE_MTIME: u64 = 1_500_000_000;
 
-/// The build context: `Dockerfile` and `source/` (the code at base).
+/// Where the build context puts what the image's last step needs: the guard that locks the
+/// tree for the sandbox user (harness/guard.py) and the task's protected set.
+const BUILD_GUARD: &str = "opt/harness-build/guard.py";
+const BUILD_CONFIG: &str = "opt/harness-build/config.json";
+
+/// The guard's configuration for this task: protected set, sandbox user.
+pub fn guard_config(task: &Task, material: &Material) -> String {
+    let protection = crate::protect::Protection::for_task(task, material.paths());
+    serde_json::to_string_pretty(&protection.guard_config()).unwrap_or_default()
+}
+
+/// The build context: `Dockerfile` and `root/`, copied onto the image's `/` in one step:
+/// `root/testbed/` (the code at base) and `root/opt/harness-build/` (guard and its config).
 pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     let mut add = |path: &str, data: &[u8], mode: u32| -> Result<()> {
@@ -75,17 +87,34 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
     add("Dockerfile", dockerfile(task, material).as_bytes(), 0o644)?;
     for e in &material.entries {
         if let EntryKind::File { mode, data } = &e.kind {
-            add(&format!("source/{}", e.path), data, *mode)?;
+            add(&format!("root/testbed/{}", e.path), data, *mode)?;
         }
     }
+    add(
+        &format!("root/{BUILD_GUARD}"),
+        crate::eval::GUARD_SCRIPT.as_bytes(),
+        0o644,
+    )?;
+    add(
+        &format!("root/{BUILD_CONFIG}"),
+        guard_config(task, material).as_bytes(),
+        0o644,
+    )?;
     let mut b = b;
-    let mut dir = tar::Header::new_gnu();
-    dir.set_entry_type(tar::EntryType::Directory);
-    dir.set_mode(0o755);
-    dir.set_mtime(SOURCE_MTIME);
-    dir.set_size(0);
-    b.append_data(&mut dir, "source/", std::io::empty())
-        .context("cannot pack the source folder")?;
+    for d in [
+        "root/",
+        "root/opt/",
+        "root/opt/harness-build/",
+        "root/testbed/",
+    ] {
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_mode(0o755);
+        dir.set_mtime(SOURCE_MTIME);
+        dir.set_size(0);
+        b.append_data(&mut dir, d, std::io::empty())
+            .context("cannot pack the source folder")?;
+    }
     for e in &material.entries {
         if let EntryKind::Symlink { target } = &e.kind {
             let mut h = tar::Header::new_gnu();
@@ -93,7 +122,7 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
             h.set_mode(0o777);
             h.set_mtime(SOURCE_MTIME);
             h.set_size(0);
-            b.append_link(&mut h, format!("source/{}", e.path), target)
+            b.append_link(&mut h, format!("root/testbed/{}", e.path), target)
                 .with_context(|| format!("cannot pack link {}", e.path))?;
         }
     }
@@ -119,7 +148,8 @@ fn repo_name(instance_id: &str) -> String {
     format!("harness-task/{}", if s.is_empty() { "task" } else { &s })
 }
 
-/// The tag: a hash over the Dockerfile, the context and the base image's id, so any change
+/// The tag: a hash over the Dockerfile, the context (guard and protected set included) and
+/// the base image's id, so any change
 /// to what goes in makes a new image and nothing else does.
 pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> String {
     let mut h = Sha256::new();
@@ -128,6 +158,10 @@ pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> Strin
     h.update(material.digest.as_bytes());
     h.update([0]);
     h.update(base_image_id.as_bytes());
+    h.update([0]);
+    h.update(crate::eval::GUARD_SCRIPT.as_bytes());
+    h.update([0]);
+    h.update(guard_config(task, material).as_bytes());
     let digest = hex::encode(h.finalize());
     format!("{}:{}", repo_name(&task.id), &digest[..16])
 }
@@ -142,6 +176,22 @@ pub async fn local_image_id(engine: &Engine, name: &str) -> Result<Option<String
         Err(e) => Err(e).with_context(|| format!("cannot inspect image {name}")),
     }
 }
+
+/// A build that ran and failed; `task_fault` when a step of the task's Dockerfile failed
+/// (its setup is broken) rather than the engine.
+#[derive(Debug)]
+pub struct BuildFailed {
+    pub task_fault: bool,
+    pub message: String,
+}
+
+impl std::fmt::Display for BuildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BuildFailed {}
 
 #[derive(Debug, Clone)]
 pub struct TaskImage {
@@ -260,14 +310,21 @@ pub async fn ensure_task_image(
     let after = local_image_id(engine, &tag).await?;
     let built = after.is_some() && (failure.is_none() || after != before);
     if !built {
+        // A step that failed (or a setup that outran its timeout) is the task's fault;
+        // a build that ended without an error and without an image is the engine's.
+        let task_fault = failure.is_some();
         let why = failure.unwrap_or_else(|| "the build ended without an image".into());
         let last: Vec<String> = tail.into_iter().collect();
-        bail!(
-            "building the image of task {} failed: {why}\n  log: {}\n  last lines:\n    {}",
-            task.id,
-            log_path.display(),
-            last.join("\n    ")
-        );
+        return Err(BuildFailed {
+            task_fault,
+            message: format!(
+                "building the image of task {} failed: {why}\n  log: {}\n  last lines:\n    {}",
+                task.id,
+                log_path.display(),
+                last.join("\n    ")
+            ),
+        }
+        .into());
     }
     let _ = writeln!(log, "# built in {:.1} s", started.elapsed().as_secs_f64());
     Ok(TaskImage {

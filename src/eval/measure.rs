@@ -16,13 +16,20 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::docker::container::Sandbox;
+use crate::eval::guarded::{self, Snapshot};
 use crate::events::{Event, Events, emit};
 use crate::plan::Criterion;
 use crate::results::Status;
-use crate::task::{Bench, Better, Metric, Task};
+use crate::task::{Bench, Better, Metric, OutputCheck, Task};
 use crate::verdict::{DecisionRule, judge};
 
-pub const TIMER_PATH: &str = "/opt/harness/timed_run.py";
+/// One variant taking part in a measurement.
+pub struct Participant<'a> {
+    pub label: String,
+    pub sandbox: &'a Sandbox,
+    /// Its watched files right after its patch (see `guarded`).
+    pub manifest: Snapshot,
+}
 
 /// One timed run of one bench in one variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +57,13 @@ pub struct RunRecord {
     /// Why the run does not count, when a known event disturbed it.
     #[serde(default)]
     pub disturbed: Option<String>,
+    /// Digest of what the bench printed (or the file it wrote), its figure left out: it
+    /// must equal base's in the same round.
+    #[serde(default)]
+    pub output_digest: Option<String>,
+    /// Processes the bench left running, killed after it.
+    #[serde(default)]
+    pub lingering_killed: u64,
 }
 
 impl RunRecord {
@@ -69,6 +83,9 @@ pub struct BenchSetting {
     pub metric: String,
     pub better: Better,
     pub timeout_s: f64,
+    /// How its output is compared with base's.
+    #[serde(default)]
+    pub output_check: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +93,10 @@ pub struct RoundRecord {
     pub round: u32,
     /// The order variants ran in this round.
     pub order: Vec<String>,
+    /// `HARNESS_BENCH_SEED` of the round: fresh and random, the same for every variant, so
+    /// an answer remembered from another run does not match.
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 /// The schedule a measurement followed.
@@ -126,6 +147,16 @@ struct TimerResult {
     cpu_probe_ms: Option<[f64; 2]>,
     stdout_tail: String,
     stderr_tail: String,
+    #[serde(default)]
+    output_digest: Option<String>,
+    #[serde(default)]
+    oom_kills: Option<u64>,
+    #[serde(default)]
+    lingering_killed: u64,
+    #[serde(default)]
+    changes: Snapshot,
+    #[serde(default)]
+    ignore_errors: Vec<String>,
 }
 
 /// A variant that failed during measurement, and how.
@@ -346,7 +377,7 @@ fn last_lines(text: &str, n: usize) -> String {
 /// the measurement with a status; the others go on.
 pub async fn measure(
     task: &Task,
-    variants: &[(String, &Sandbox)],
+    variants: &[Participant<'_>],
     rule: &DecisionRule,
     schedule: Schedule,
     timeout_scale: f64,
@@ -365,13 +396,14 @@ pub async fn measure(
             metric: b.metric.describe(),
             better: b.better,
             timeout_s: b.timeout.as_secs_f64() * timeout_scale,
+            output_check: b.output_check.describe(),
         })
         .collect();
     let mut log = BenchLog {
         schema_version: crate::results::SCHEMA_VERSION,
         instance_id: task.id.clone(),
         sample_variant: None,
-        variants: variants.iter().map(|(l, _)| l.clone()).collect(),
+        variants: variants.iter().map(|p| p.label.clone()).collect(),
         benches,
         schedule: schedule.clone(),
         rounds: Vec::new(),
@@ -384,13 +416,15 @@ pub async fn measure(
     let mut dropouts: BTreeMap<String, Dropout> = BTreeMap::new();
     let is_reference = |l: &str| l == "base" || l == "human";
     let mut done: BTreeMap<String, String> = BTreeMap::new();
+    // New watched files base's runs made: a sample making the same ones is normal.
+    let mut base_created: std::collections::BTreeSet<String> = Default::default();
     let round_limit = schedule.warmup_rounds + schedule.max_rounds + schedule.max_reruns;
     let deadline = started + Duration::from_secs_f64(schedule.max_seconds.max(1.0));
     let mut round: u32 = 0;
     let stop_reason = loop {
         let samples_left: Vec<usize> = (0..variants.len())
             .filter(|&i| {
-                let l = &variants[i].0;
+                let l = &variants[i].label;
                 !is_reference(l) && !dropouts.contains_key(l) && !done.contains_key(l)
             })
             .collect();
@@ -415,21 +449,26 @@ pub async fn measure(
             },
         );
         let members: Vec<usize> = (0..variants.len())
-            .filter(|&i| is_reference(&variants[i].0) || samples_left.contains(&i))
+            .filter(|&i| is_reference(&variants[i].label) || samples_left.contains(&i))
             .collect();
         let order = round_order(&members, round);
+        let seed = round_seed();
         log.rounds.push(RoundRecord {
             round,
-            order: order.iter().map(|&i| variants[i].0.clone()).collect(),
+            order: order.iter().map(|&i| variants[i].label.clone()).collect(),
+            seed: Some(seed),
         });
         let warmup = round < schedule.warmup_rounds;
+        let mut changes: BTreeMap<String, Snapshot> = BTreeMap::new();
+        let mut tails: BTreeMap<(String, String), String> = BTreeMap::new();
         for bench in &task.benches {
             for &i in &order {
-                let (label, sandbox) = &variants[i];
+                let p = &variants[i];
+                let label = &p.label;
                 if dropouts.contains_key(label) {
                     continue;
                 }
-                match run_once(sandbox, bench, timeout_scale).await {
+                match run_once(p.sandbox, bench, timeout_scale, seed).await {
                     Ok(result) => {
                         let wall_s = result.wall_ns as f64 / 1e9;
                         let value = extract_value(
@@ -453,6 +492,8 @@ pub async fn measure(
                             throttled: result.throttled,
                             cpu_probe_ms: result.cpu_probe_ms,
                             disturbed: None,
+                            output_digest: result.output_digest.clone(),
+                            lingering_killed: result.lingering_killed,
                         };
                         if result.exit_code == 0 && value.is_some() && !warmup {
                             let history: Vec<&RunRecord> = log
@@ -465,18 +506,37 @@ pub async fn measure(
                             record.disturbed = disturbance(&record, &history);
                         }
                         log.runs.push(record);
-                        if result.exit_code != 0 {
-                            let oom = matches!(result.exit_code, -9 | 137)
-                                && sandbox.oom_kills().await.unwrap_or(0) > 0;
+                        tails.insert(
+                            (label.clone(), bench.name.clone()),
+                            result.stdout_tail.clone(),
+                        );
+                        changes.insert(label.clone(), result.changes.clone());
+                        if let Some(e) = result.ignore_errors.first() {
+                            dropouts.insert(
+                                label.clone(),
+                                Dropout {
+                                    status: Status::Error,
+                                    detail: format!(
+                                        "bench `{}`: the in-container timer cannot read a line pattern: {e}",
+                                        bench.name
+                                    ),
+                                },
+                            );
+                        } else if result.exit_code != 0 {
+                            let oom = result.oom_kills.unwrap_or(0) > 0;
                             dropouts.insert(
                                 label.clone(),
                                 Dropout {
                                     status: if oom { Status::Oom } else { Status::TestFailed },
                                     detail: format!(
-                                        "bench `{}` exited {} in round {round}{}: {}",
+                                        "bench `{}` {} in round {round}{}: {}",
                                         bench.name,
-                                        result.exit_code,
-                                        if oom { " (out of memory)" } else { "" },
+                                        guarded::describe_exit(result.exit_code),
+                                        if oom {
+                                            " (killed by the kernel's OOM killer)"
+                                        } else {
+                                            ""
+                                        },
                                         last_lines(&result.stderr_tail, 5)
                                     ),
                                 },
@@ -501,6 +561,17 @@ pub async fn measure(
                 }
             }
         }
+        check_round(
+            task,
+            variants,
+            &log,
+            round,
+            seed,
+            &changes,
+            &tails,
+            &mut base_created,
+            &mut dropouts,
+        );
         let first_of_round = log
             .runs
             .iter()
@@ -511,7 +582,7 @@ pub async fn measure(
         // Which samples are finished: enough paired rounds and a decided verdict (strict),
         // or the minimum (gso), or the maximum either way.
         for &i in &samples_left {
-            let label = &variants[i].0;
+            let label = &variants[i].label;
             if dropouts.contains_key(label) {
                 continue;
             }
@@ -534,20 +605,183 @@ pub async fn measure(
     MeasureOutcome { log, dropouts }
 }
 
+/// A fresh random seed for a round.
+fn round_seed() -> u64 {
+    u64::from_str_radix(&guarded::nonce()[..16], 16).unwrap_or(0)
+}
+
+/// After a round: the protection held in every run (a sample may make only the new watched
+/// files base made), and every variant's bench printed base's answer.
+#[allow(clippy::too_many_arguments)]
+fn check_round(
+    task: &Task,
+    variants: &[Participant<'_>],
+    log: &BenchLog,
+    round: u32,
+    seed: u64,
+    changes: &BTreeMap<String, Snapshot>,
+    tails: &BTreeMap<(String, String), String>,
+    base_created: &mut std::collections::BTreeSet<String>,
+    dropouts: &mut BTreeMap<String, Dropout>,
+) {
+    if let (Some(c), Some(base)) = (
+        changes.get("base"),
+        variants.iter().find(|p| p.label == "base"),
+    ) {
+        base_created.extend(guarded::created(c, &base.manifest));
+    }
+    for p in variants {
+        let Some(c) = changes.get(&p.label) else {
+            continue;
+        };
+        let reference = p.label == "base" || p.label == "human";
+        let allowed = if reference {
+            guarded::created(c, &p.manifest)
+        } else {
+            base_created.clone()
+        };
+        let found = guarded::violations(c, &p.manifest, &allowed);
+        if !found.is_empty() && !dropouts.contains_key(&p.label) {
+            dropouts.insert(
+                p.label.clone(),
+                Dropout {
+                    status: if reference {
+                        Status::TestFailed
+                    } else {
+                        Status::PatchRejected
+                    },
+                    detail: guarded::describe_violations(
+                        &format!("while the bench ran (round {round}),"),
+                        &found,
+                    ),
+                },
+            );
+        }
+    }
+    for bench in &task.benches {
+        if matches!(bench.output_check, OutputCheck::Off { .. }) {
+            continue;
+        }
+        let digest = |label: &str| {
+            log.runs
+                .iter()
+                .find(|r| r.round == round && r.variant == label && r.bench == bench.name)
+                .filter(|r| r.exit_code == 0)
+                .and_then(|r| r.output_digest.clone())
+        };
+        let Some(expected) = digest("base") else {
+            continue;
+        };
+        for p in variants.iter().filter(|p| p.label != "base") {
+            if dropouts.contains_key(&p.label) {
+                continue;
+            }
+            let Some(got) = digest(&p.label) else {
+                continue;
+            };
+            if got == expected {
+                continue;
+            }
+            let what = match &bench.output_check {
+                OutputCheck::File { path } => format!("the file {path}"),
+                _ => "its output".to_string(),
+            };
+            let hint = first_difference(
+                tails.get(&("base".to_string(), bench.name.clone())),
+                tails.get(&(p.label.clone(), bench.name.clone())),
+            );
+            let detail = if p.label == "human" {
+                format!(
+                    "bench `{}`: human's {what} differs from base's in round {round} (seed {seed}){hint}; \
+                     the output check needs a deterministic answer (lines to leave out: ignore_lines; \
+                     or check_output = false with a reason)",
+                    bench.name
+                )
+            } else {
+                format!(
+                    "bench `{}`: {what} differs from base's in round {round} (HARNESS_BENCH_SEED={seed}){hint}: \
+                     the bench did not compute base's answer (it failed, exited early or printed a remembered one)",
+                    bench.name
+                )
+            };
+            dropouts.insert(
+                p.label.clone(),
+                Dropout {
+                    status: Status::TestFailed,
+                    detail,
+                },
+            );
+        }
+    }
+}
+
+/// ", first difference at line N: base `...`, this `...`", when the tails show it.
+fn first_difference(base: Option<&String>, other: Option<&String>) -> String {
+    let (Some(a), Some(b)) = (base, other) else {
+        return String::new();
+    };
+    let cut = |s: &str| -> String {
+        let s: String = s.chars().take(80).collect();
+        s
+    };
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    for i in 0..la.len().max(lb.len()) {
+        let (x, y) = (la.get(i), lb.get(i));
+        if x != y {
+            return format!(
+                ", first difference at line {}: base `{}`, this `{}`",
+                i + 1,
+                x.map(|s| cut(s)).unwrap_or_else(|| "(end)".into()),
+                y.map(|s| cut(s)).unwrap_or_else(|| "(end)".into())
+            );
+        }
+    }
+    String::new()
+}
+
 async fn run_once(
     sandbox: &Sandbox,
     bench: &Bench,
     timeout_scale: f64,
+    seed: u64,
 ) -> Result<TimerResult, Dropout> {
     let timeout = bench.timeout.mul_f64(timeout_scale) + Duration::from_secs(5);
-    let argv = vec![
-        "python3".to_string(),
-        TIMER_PATH.to_string(),
-        crate::docker::container::BENCH_OUTPUT_DIR.to_string(),
-        bench.command.clone(),
+    let mut args: Vec<String> = vec![
+        "timed".into(),
+        "--out-dir".into(),
+        crate::docker::container::BENCH_OUTPUT_DIR.into(),
     ];
+    match &bench.output_check {
+        OutputCheck::Stdout { ignore } => {
+            for p in ignore {
+                args.push("--ignore".into());
+                args.push(p.clone());
+            }
+        }
+        OutputCheck::File { path } => {
+            args.push("--output-file".into());
+            args.push(path.clone());
+        }
+        OutputCheck::Off { .. } => {}
+    }
+    if let Metric::JsonKey(k) = &bench.metric {
+        args.push("--ignore-json-key".into());
+        args.push(k.clone());
+    }
+    args.push("--".into());
+    args.push(bench.command.clone());
+    let nonce = guarded::nonce();
     let out = sandbox
-        .exec(&argv, timeout, 256 * 1024)
+        .exec_as(
+            &guarded::python(guarded::TIMER_PATH, &args),
+            crate::protect::ROOT,
+            &[
+                format!("HARNESS_NONCE={nonce}"),
+                format!("HARNESS_BENCH_SEED={seed}"),
+            ],
+            timeout,
+            256 * 1024,
+        )
         .await
         .map_err(|e| Dropout {
             status: Status::Error,
@@ -563,24 +797,33 @@ async fn run_once(
             ),
         });
     }
-    let line = out
-        .output
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("HARNESS_RESULT "))
-        .ok_or_else(|| Dropout {
-            status: if out.exit_code == Some(137) {
-                Status::Oom
+    let (line, shown) = guarded::split_result(&out.output, &nonce);
+    let Some(line) = line else {
+        let (status, why) = if !sandbox.is_running().await {
+            if sandbox.oom_killed().await {
+                (Status::Oom, "the container ran out of memory".to_string())
             } else {
-                Status::Error
-            },
-            detail: format!(
-                "bench `{}`: the in-container timer printed no result (exit {:?}): {}",
-                bench.name,
-                out.exit_code,
-                last_lines(&out.output, 5)
-            ),
-        })?;
+                (
+                    Status::Error,
+                    "the container stopped (removed or killed from outside, or the Docker daemon restarted)"
+                        .to_string(),
+                )
+            }
+        } else {
+            (
+                Status::Error,
+                format!(
+                    "the in-container timer printed no result (exit {:?}): {}",
+                    out.exit_code,
+                    last_lines(&shown, 5)
+                ),
+            )
+        };
+        return Err(Dropout {
+            status,
+            detail: format!("bench `{}`: {why}", bench.name),
+        });
+    };
     serde_json::from_str(line).map_err(|e| Dropout {
         status: Status::Error,
         detail: format!("bench `{}`: unreadable timer result: {e}", bench.name),
@@ -607,6 +850,8 @@ mod tests {
             throttled,
             cpu_probe_ms: None,
             disturbed: None,
+            output_digest: None,
+            lingering_killed: 0,
         }
     }
 

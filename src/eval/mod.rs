@@ -2,16 +2,17 @@
 //! each sample), patch by the cascade, install, test, then interleaved measurement of every
 //! correct variant; containers removed on every path.
 
+pub mod guarded;
 pub mod measure;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::docker::container::{ExecOutcome, Sandbox, SandboxSpec};
+use crate::docker::container::{Sandbox, SandboxSpec};
 use crate::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
 use crate::events::{Event, Events, emit};
 use crate::patch::{self, PatchCheck};
@@ -25,8 +26,15 @@ use measure::{BenchLog, Budget};
 
 const APPLY_SCRIPT: &str = include_str!("../../harness/apply_patch.sh");
 const TIMER_SCRIPT: &str = include_str!("../../harness/timed_run.py");
+pub const GUARD_SCRIPT: &str = include_str!("../../harness/guard.py");
+/// The harness's own files in every container (root-owned; watched by the guard).
+pub const HARNESS_FILES: [&str; 3] = [
+    "opt/harness/apply_patch.sh",
+    "opt/harness/timed_run.py",
+    "opt/harness/guard.py",
+];
 const PATCH_PATH: &str = "/opt/harness/patch.diff";
-const LOG_LIMIT: usize = 1024 * 1024;
+pub(crate) const LOG_LIMIT: usize = 1024 * 1024;
 const APPLY_TIMEOUT: Duration = Duration::from_secs(120);
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -85,6 +93,10 @@ struct Variant {
     build_log: String,
     test_log: String,
     secs: PhaseSeconds,
+    /// The watched files right after the patch (see `guarded`).
+    manifest: Option<guarded::Snapshot>,
+    /// What install and test changed among them, by phase.
+    phase_changes: Vec<(&'static str, guarded::Snapshot)>,
 }
 
 impl Variant {
@@ -100,6 +112,8 @@ impl Variant {
             build_log: String::new(),
             test_log: String::new(),
             secs: PhaseSeconds::default(),
+            manifest: None,
+            phase_changes: Vec::new(),
         }
     }
 
@@ -107,6 +121,39 @@ impl Variant {
         if self.failure.is_none() {
             self.failure = Some((status, detail));
         }
+    }
+
+    /// A protection breach outranks whatever else went wrong: the sample is rejected.
+    fn reject(&mut self, detail: String) {
+        if !matches!(self.failure, Some((Status::PatchRejected, _))) {
+            self.failure = Some((Status::PatchRejected, detail));
+        }
+    }
+}
+
+/// The host-side check of a sample's patch, before any container: empty, too large, not a
+/// diff, or reaching a protected path, `.git`, outside the tree, through a symlink, or
+/// shadowing a standard-library module with a new file.
+pub fn static_check(pred: &Prediction, task: &Task, material: Option<&Material>) -> PatchCheck {
+    let protection =
+        crate::protect::Protection::for_task(task, material.into_iter().flat_map(|m| m.paths()));
+    let text = pred.patch_text();
+    match patch::check_with(text, |p| protection.is_protected(p)) {
+        PatchCheck::Ok(paths) => {
+            for p in &paths {
+                let new = material.is_some_and(|m| {
+                    let top = p.split('/').next().unwrap_or(p);
+                    !m.has_path_or_folder(p) && !m.has_path_or_folder(top)
+                });
+                if new && let Some(module) = protection.shadowed_stdlib(p) {
+                    return PatchCheck::Rejected(format!(
+                        "new file {p:?} would be imported instead of the standard library's `{module}` module"
+                    ));
+                }
+            }
+            PatchCheck::Ok(paths)
+        }
+        other => other,
     }
 }
 
@@ -122,6 +169,7 @@ pub fn report_broken_task(
     task: &Task,
     image: &str,
     samples: &[SampleInput],
+    status: Status,
     why: &str,
 ) -> Vec<SampleReport> {
     let mut reports = Vec::new();
@@ -131,10 +179,10 @@ pub fn report_broken_task(
             Role::Sample(0),
             Some(s.prediction.patch_text().to_string()),
         );
-        let (status, detail) = match patch::check(s.prediction.patch_text(), task) {
+        let (status, detail) = match static_check(&s.prediction, task, None) {
             PatchCheck::Empty => (Status::EmptyPatch, "the patch is empty".to_string()),
             PatchCheck::Rejected(why) => (Status::PatchRejected, why),
-            PatchCheck::Ok(_) => (Status::BaseFailed, why.to_string()),
+            PatchCheck::Ok(_) => (status, why.to_string()),
         };
         v.apply_log = format!("{status}: {detail}\n");
         let report = sample_report(ctx, task, image, s, &v, status, detail, None);
@@ -250,7 +298,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
             Role::Sample(i),
             Some(s.prediction.patch_text().to_string()),
         );
-        match patch::check(s.prediction.patch_text(), task) {
+        match static_check(&s.prediction, task, Some(input.material)) {
             PatchCheck::Empty => {
                 v.apply_log = "empty patch: nothing to apply\n".into();
                 v.fail(Status::EmptyPatch, "the patch is empty".into());
@@ -267,11 +315,22 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     }
 
     // Phase 1: containers, patch, install, test — all variants at once, on the task's cores.
+    let guard_config = crate::docker::image::guard_config(task, input.material);
     let futures = variants
         .iter_mut()
         .filter(|v| v.failure.is_none())
-        .map(|v| prepare(ctx, task, &input.image, input.cpuset.clone(), v));
+        .map(|v| {
+            prepare(
+                ctx,
+                task,
+                &input.image,
+                input.cpuset.clone(),
+                &guard_config,
+                v,
+            )
+        });
     futures::future::join_all(futures).await;
+    check_protection(&mut variants);
     // Containers of variants that are out already are not needed for measurement.
     for v in variants.iter().filter(|v| v.failure.is_some()) {
         if let Some(sb) = &v.sandbox {
@@ -279,24 +338,38 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
         }
     }
 
-    // Base and human must both be correct, or the task itself is broken.
-    let reference_failure = variants[..2].iter().find_map(|v| {
-        v.failure
-            .as_ref()
-            .map(|(s, d)| format!("{} {}: {d}", v.label, s))
-    });
+    // Base and human must both be correct, or the task itself is broken (base_failed); when
+    // the infrastructure failed them, nobody's outcome is known (error, retried on resume).
+    let reference_failure = |variants: &[Variant], when: &str| {
+        variants[..2].iter().find_map(|v| {
+            v.failure.as_ref().map(|(s, d)| {
+                let status = if *s == Status::Error {
+                    Status::Error
+                } else {
+                    Status::BaseFailed
+                };
+                (status, format!("{} {s}{when}: {d}", v.label))
+            })
+        })
+    };
 
     // Phase 2: measurement, on the same cores, nothing else of the task running.
     let mut log: Option<BenchLog> = None;
     let mut measure_secs = 0.0;
-    let mut base_failure = reference_failure.clone();
+    let mut base_failure = reference_failure(&variants, "");
     if base_failure.is_none() {
-        let participants: Vec<(String, &Sandbox)> = variants
+        let participants: Vec<measure::Participant> = variants
             .iter()
             .filter(|v| v.failure.is_none())
-            .filter_map(|v| v.sandbox.as_ref().map(|s| (v.label.clone(), s)))
+            .filter_map(|v| {
+                v.sandbox.as_ref().map(|s| measure::Participant {
+                    label: v.label.clone(),
+                    sandbox: s,
+                    manifest: v.manifest.clone().unwrap_or_default(),
+                })
+            })
             .collect();
-        let wanted = participants.iter().any(|(l, _)| l.starts_with('s'));
+        let wanted = participants.iter().any(|p| p.label.starts_with('s'));
         if wanted {
             emit(
                 &ctx.events,
@@ -319,13 +392,14 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
             measure_secs = outcome.log.seconds;
             for (label, d) in &outcome.dropouts {
                 if let Some(v) = variants.iter_mut().find(|v| &v.label == label) {
-                    v.fail(d.status, d.detail.clone());
+                    if d.status == Status::PatchRejected {
+                        v.reject(d.detail.clone());
+                    } else {
+                        v.fail(d.status, d.detail.clone());
+                    }
                 }
             }
-            if let Some(v) = variants[..2].iter().find(|v| v.failure.is_some()) {
-                let (s, d) = v.failure.clone().unwrap_or((Status::Error, String::new()));
-                base_failure = Some(format!("{} {s} while measuring: {d}", v.label));
-            }
+            base_failure = reference_failure(&variants, " while measuring");
             log = Some(outcome.log);
         }
     }
@@ -349,7 +423,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
             // A model outcome decided before anything ran (empty, rejected) stands even when
             // the task is broken; anything else is not the model's fault then.
             (Some((st @ (Status::EmptyPatch | Status::PatchRejected), d)), _) => (*st, d.clone()),
-            (_, Some(why)) => (Status::BaseFailed, why.clone()),
+            (_, Some((st, why))) => (*st, why.clone()),
             (Some((st, d)), None) => (*st, d.clone()),
             (None, None) => (Status::Passed, String::new()),
         };
@@ -406,41 +480,12 @@ fn write_reference_logs(dir: &std::path::Path, refs: &[Variant]) {
     }
 }
 
-/// What an exec's outcome means for the variant, beyond plain success.
-async fn judge_exec(
-    sandbox: &Sandbox,
-    out: &ExecOutcome,
-    what: &str,
-    on_fail: Status,
-    limit: Duration,
-) -> Option<(Status, String)> {
-    if out.timed_out {
-        return Some((
-            Status::Timeout,
-            format!(
-                "{what} ran past its timeout of {:.0} s; container killed",
-                limit.as_secs_f64()
-            ),
-        ));
-    }
-    if out.success() {
-        return None;
-    }
-    let code = out.exit_code.unwrap_or(-1);
-    if code == 137 && (sandbox.oom_kills().await.unwrap_or(0) > 0 || sandbox.oom_killed().await) {
-        return Some((
-            Status::Oom,
-            format!("{what} was killed for running out of memory"),
-        ));
-    }
-    Some((on_fail, format!("{what} exited {code}")))
-}
-
 async fn prepare(
     ctx: &EvalContext,
     task: &Task,
     image: &str,
     cpuset: Option<String>,
+    guard_config: &str,
     v: &mut Variant,
 ) {
     let instance = task.id.clone();
@@ -482,10 +527,13 @@ async fn prepare(
         }
     };
     let mut files: Vec<(&str, &[u8], u32)> = vec![
-        ("opt/harness/apply_patch.sh", APPLY_SCRIPT.as_bytes(), 0o755),
-        ("opt/harness/timed_run.py", TIMER_SCRIPT.as_bytes(), 0o755),
+        (HARNESS_FILES[0], APPLY_SCRIPT.as_bytes(), 0o755),
+        (HARNESS_FILES[1], TIMER_SCRIPT.as_bytes(), 0o755),
+        (HARNESS_FILES[2], GUARD_SCRIPT.as_bytes(), 0o644),
+        ("opt/harness/config.json", guard_config.as_bytes(), 0o644),
     ];
-    if let Some(p) = &v.patch {
+    let patch = v.patch.as_deref().map(crate::patch::normalise);
+    if let Some(p) = &patch {
         files.push(("opt/harness/patch.diff", p.as_bytes(), 0o644));
     }
     if let Err(e) = sandbox.upload("/", &files).await {
@@ -499,13 +547,23 @@ async fn prepare(
         phase("apply", &v.label);
         let t = Instant::now();
         let limit = APPLY_TIMEOUT.mul_f64(scale);
+        // A sample's patch is applied by the sandbox user, who cannot write protected files
+        // or anything outside the tree; the human reference (trusted, and free to change
+        // tests) by root.
+        let user = if v.role == Role::Human {
+            crate::protect::ROOT
+        } else {
+            crate::protect::RUN_AS
+        };
         let out = match sb
-            .exec(
+            .exec_as(
                 &[
                     "sh".into(),
                     "/opt/harness/apply_patch.sh".into(),
                     PATCH_PATH.into(),
                 ],
+                user,
+                &[],
                 limit,
                 LOG_LIMIT,
             )
@@ -515,6 +573,10 @@ async fn prepare(
             Err(e) => return v.fail(Status::Error, format!("apply: {e:#}")),
         };
         v.secs.apply = t.elapsed().as_secs_f64();
+        if patch.as_deref() != v.patch.as_deref() {
+            v.apply_log
+                .push_str("(the patch's last line had no newline; one was added)\n");
+        }
         v.apply_log.push_str(&out.output);
         v.strategy = out
             .output
@@ -522,19 +584,31 @@ async fn prepare(
             .rev()
             .find_map(|l| l.strip_prefix("HARNESS_APPLY_OK "))
             .map(str::to_string);
-        if let Some(f) =
-            judge_exec(sb, &out, "applying the patch", Status::PatchFailed, limit).await
-        {
-            let f = if f.0 == Status::PatchFailed {
-                (
-                    Status::PatchFailed,
-                    "no strategy of the cascade applied the patch (see apply.log)".into(),
-                )
-            } else {
-                f
-            };
-            return v.fail(f.0, f.1);
+        if out.timed_out {
+            return v.fail(
+                Status::Timeout,
+                format!(
+                    "applying the patch ran past its timeout of {:.0} s",
+                    limit.as_secs_f64()
+                ),
+            );
         }
+        if !out.success() {
+            if !sb.is_running().await {
+                return v.fail(
+                    Status::Error,
+                    "the container stopped while the patch was applied".into(),
+                );
+            }
+            return v.fail(
+                Status::PatchFailed,
+                "no strategy of the cascade applied the patch (see apply.log)".into(),
+            );
+        }
+    }
+    match guarded::after_apply(sb).await {
+        Ok(snapshot) => v.manifest = Some(snapshot),
+        Err(e) => return v.fail(Status::Error, format!("{e:#}")),
     }
 
     if !task.install.is_empty() {
@@ -542,13 +616,17 @@ async fn prepare(
         let t = Instant::now();
         let limit = task.install_timeout.mul_f64(scale);
         let script = format!("set -e\n{}", task.install.join("\n"));
-        let out = match sb.sh(&script, limit, LOG_LIMIT).await {
+        let run = match guarded::run_plain(sb, &script, limit).await {
             Ok(o) => o,
             Err(e) => return v.fail(Status::Error, format!("install: {e:#}")),
         };
         v.secs.install = t.elapsed().as_secs_f64();
-        v.build_log = out.output.clone();
-        if let Some(f) = judge_exec(sb, &out, "install", Status::BuildFailed, limit).await {
+        v.build_log = run.output.clone();
+        if let Some(r) = &run.result {
+            v.phase_changes.push(("install", r.changes.clone()));
+        }
+        if let Some(f) = guarded::judge_plain(sb, &run, "install", Status::BuildFailed, limit).await
+        {
             return v.fail(f.0, f.1);
         }
     }
@@ -556,14 +634,70 @@ async fn prepare(
     phase("test", &v.label);
     let t = Instant::now();
     let limit = task.test_timeout.mul_f64(scale);
-    let out = match sb.sh(&task.test_command, limit, LOG_LIMIT).await {
+    let run = match guarded::run_plain(sb, &task.test_command, limit).await {
         Ok(o) => o,
         Err(e) => return v.fail(Status::Error, format!("test: {e:#}")),
     };
     v.secs.test = t.elapsed().as_secs_f64();
-    v.test_log = out.output.clone();
-    if let Some(f) = judge_exec(sb, &out, "the test", Status::TestFailed, limit).await {
+    v.test_log = run.output.clone();
+    if let Some(r) = &run.result {
+        v.phase_changes.push(("test", r.changes.clone()));
+    }
+    if let Some(f) = guarded::judge_plain(sb, &run, "the test", Status::TestFailed, limit).await {
         v.fail(f.0, f.1);
+    }
+}
+
+/// After install and test: a sample whose patch reached a protected file, or whose code
+/// changed or made one while it ran, is rejected; base decides which new files are normal.
+/// A reference variant that changed a watched file makes the task unusable.
+fn check_protection(variants: &mut [Variant]) {
+    let base_manifest = variants[0].manifest.clone();
+    let base_created: Vec<(&'static str, BTreeSet<String>)> = {
+        let mut acc = BTreeSet::new();
+        variants[0]
+            .phase_changes
+            .iter()
+            .map(|(phase, changes)| {
+                if let Some(m) = &base_manifest {
+                    acc.extend(guarded::created(changes, m));
+                }
+                (*phase, acc.clone())
+            })
+            .collect()
+    };
+    for v in variants.iter_mut() {
+        let Some(manifest) = v.manifest.clone() else {
+            continue;
+        };
+        if let (Role::Sample(_), Some(base)) = (v.role, &base_manifest) {
+            let diff = guarded::tree_differences(&manifest, base);
+            if !diff.is_empty() {
+                v.reject(guarded::describe_violations("the patch itself:", &diff));
+                continue;
+            }
+        }
+        for (phase, changes) in v.phase_changes.clone() {
+            let allowed = match v.role {
+                Role::Sample(_) => base_created
+                    .iter()
+                    .find(|(p, _)| *p == phase)
+                    .map(|(_, set)| set.clone())
+                    .unwrap_or_default(),
+                // base and human define which new files are normal: only changes count.
+                Role::Base | Role::Human => guarded::created(&changes, &manifest),
+            };
+            let found = guarded::violations(&changes, &manifest, &allowed);
+            if found.is_empty() {
+                continue;
+            }
+            let detail = guarded::describe_violations(&format!("while running {phase},"), &found);
+            match v.role {
+                Role::Sample(_) => v.reject(detail),
+                Role::Base | Role::Human => v.fail(Status::TestFailed, detail),
+            }
+            break;
+        }
     }
 }
 
