@@ -139,7 +139,8 @@ pub struct ReportArgs {
     pub allow_mixed_machines: bool,
 }
 
-/// Exit codes: 0 the run completed, 1 bad input or infrastructure failure, 130 interrupted.
+/// Exit codes: 0 the run completed, 1 bad input or infrastructure failure (a sample ended
+/// `error`), 130 interrupted by SIGINT, 143 by SIGTERM.
 pub async fn main_with(cli: Cli) -> i32 {
     let verbosity = if cli.quiet {
         Verbosity::Quiet
@@ -197,6 +198,7 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
                     "reused_samples": outcome.reused,
                     "images_built": outcome.images_built,
                     "interrupted": outcome.interrupted,
+                    "complete": outcome.summary.totals.complete,
                     "report_files": outcome.report_files,
                 }),
             );
@@ -206,7 +208,33 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         print!("{}", crate::report::terminal_summary(&outcome.summary));
         println!("results: {}", outcome.run_dir.root.display());
     }
-    Ok(if outcome.interrupted { 130 } else { 0 })
+    Ok(exit_code(&outcome))
+}
+
+/// 130 after SIGINT, 143 after SIGTERM, 1 when a sample ended `error` (infrastructure:
+/// repeat the command to retry it), 0 otherwise, whatever the model scored.
+fn exit_code(outcome: &crate::runner::RunOutcome) -> i32 {
+    match outcome.interrupted {
+        Some("SIGTERM") => 143,
+        Some(_) => 130,
+        None => {
+            let errors = outcome
+                .summary
+                .instances
+                .iter()
+                .flat_map(|i| i.samples.iter())
+                .filter(|s| s.status == crate::results::Status::Error)
+                .count();
+            if errors > 0 {
+                eprintln!(
+                    "{errors} sample(s) ended `error` (not the model's fault): repeat the command to run them again"
+                );
+                1
+            } else {
+                0
+            }
+        }
+    }
 }
 
 async fn build(a: BuildArgs) -> Result<i32> {

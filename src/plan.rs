@@ -138,7 +138,7 @@ impl RunPlan {
                 }
                 id
             }
-            None => format!("{}-k{}", sanitize(&raw.model), raw.k),
+            None => format!("{}-k{}", crate::results::model_slug(&raw.model), raw.k),
         };
         Ok(RunPlan {
             model: raw.model,

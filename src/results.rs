@@ -159,7 +159,7 @@ impl RunDir {
     }
 
     pub fn model_dir(&self, model: &str) -> PathBuf {
-        self.root.join(sanitize(model))
+        self.root.join(model_slug(model))
     }
 
     pub fn sample_dir(&self, model: &str, instance_id: &str, sample: usize) -> PathBuf {
@@ -196,6 +196,18 @@ pub fn sanitize(name: &str) -> String {
         .collect();
     let s = s.trim_start_matches('.').to_string();
     if s.is_empty() { "model".into() } else { s }
+}
+
+/// A model's folder and file-name part: its name when that is already tame, else the
+/// sanitised name plus a short hash of the original, so `a/b` and `a_b` never share results.
+pub fn model_slug(model: &str) -> String {
+    let clean = sanitize(model);
+    if clean == model {
+        clean
+    } else {
+        let h = crate::eval::sha256_hex(model.as_bytes());
+        format!("{clean}-{}", &h[..8])
+    }
 }
 
 /// Writes a file whole or not at all: a temp file in the same folder, then rename.
@@ -272,6 +284,9 @@ mod tests {
         assert_eq!(sanitize("demo-agent"), "demo-agent");
         assert_eq!(sanitize("../x"), "_x");
         assert_eq!(sanitize(""), "model");
+        assert_eq!(model_slug("demo-agent"), "demo-agent");
+        assert_ne!(model_slug("a/b"), model_slug("a_b"));
+        assert!(model_slug("a/b").starts_with("a_b-"));
     }
 
     #[test]
@@ -295,6 +310,14 @@ mod tests {
 pub struct InputFile {
     pub path: String,
     pub sha256: String,
+}
+
+/// A sample the run's predictions hold: a report counts for it only with this result key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectedSample {
+    pub sample: usize,
+    pub patch_sha256: String,
+    pub result_key: String,
 }
 
 /// `run.json`: what was run, how, and on what machine.
@@ -329,6 +352,13 @@ pub struct RunInfo {
     pub finished_at: Option<String>,
     /// Problems with the input that did not stop the run.
     pub warnings: Vec<String>,
+    /// instance → the samples of the current predictions (saved results of rows that are
+    /// no longer there do not count). `None` in run folders of older harness builds.
+    #[serde(default)]
+    pub samples: Option<std::collections::BTreeMap<String, Vec<ExpectedSample>>>,
+    /// The signal that stopped the run ("SIGINT", "SIGTERM"), when one did.
+    #[serde(default)]
+    pub interrupted: Option<String>,
 }
 
 impl RunDir {

@@ -34,7 +34,8 @@ pub struct RunOutcome {
     pub reused: usize,
     /// Task images built by this invocation.
     pub images_built: usize,
-    pub interrupted: bool,
+    /// The signal that stopped the run, if one did.
+    pub interrupted: Option<&'static str>,
 }
 
 /// Runs `opt-at-k`; progress goes to stderr through the reporter.
@@ -204,6 +205,16 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     );
 
     let run_dir = RunDir::new(&plan.results_root, &plan.run_id);
+    if let Ok(previous) = run_dir.load_run_info()
+        && previous.model != plan.model
+    {
+        bail!(
+            "{}: this run folder holds model {:?}'s results, not {:?}'s; pick another --run-id",
+            run_dir.root.display(),
+            previous.model,
+            plan.model
+        );
+    }
     std::fs::create_dir_all(&run_dir.root)
         .with_context(|| format!("{}: cannot create", run_dir.root.display()))?;
     let cache_dir = plan.results_root.join(".cache");
@@ -215,6 +226,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     let mut digests = Vec::new();
     let mut other_machine = 0usize;
     let mut saved_done: Vec<Event> = Vec::new();
+    let mut expected: BTreeMap<String, Vec<crate::results::ExpectedSample>> = BTreeMap::new();
     for task in &tasks {
         let material = materialize(task, &cache_dir).map_err(|e| format!("{e:#}"));
         let (digest, image) = match &material {
@@ -235,6 +247,14 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         for (index, pred) in chosen[&task.id].iter().enumerate() {
             total_samples += 1;
             let key = result_key(&digest, &image, pred.patch_text(), &settings);
+            expected
+                .entry(task.id.clone())
+                .or_default()
+                .push(crate::results::ExpectedSample {
+                    sample: index,
+                    patch_sha256: crate::eval::sha256_hex(pred.patch_text().as_bytes()),
+                    result_key: key.clone(),
+                });
             let saved = run_dir.load_sample(&plan.model, &task.id, index);
             // A result measured on another machine (or by another harness build) is never
             // mixed in: the sample is measured again here.
@@ -341,6 +361,8 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         finished_at: None,
         warnings: warnings.clone(),
+        samples: Some(expected),
+        interrupted: None,
     };
     write_json(&run_dir.run_json(), &info)?;
 
@@ -371,10 +393,10 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     .collect::<Vec<()>>();
 
     let interrupted = tokio::select! {
-        _ = all_work => false,
-        _ = tokio::signal::ctrl_c() => true,
+        _ = all_work => None,
+        sig = interrupt_signal() => Some(sig),
     };
-    if interrupted {
+    if interrupted.is_some() {
         emit(
             events,
             Event::Warn(
@@ -386,6 +408,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     engine.remove_live_containers().await;
 
     info.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    info.interrupted = interrupted.map(str::to_string);
     write_json(&run_dir.run_json(), &info)?;
     let summary = report::summarise(&run_dir)?;
     let report_files = report::write_all(&run_dir, &summary)?;
@@ -393,11 +416,30 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         run_dir,
         summary,
         report_files,
-        evaluated: if interrupted { 0 } else { evaluated },
+        evaluated: if interrupted.is_some() { 0 } else { evaluated },
         reused,
         images_built: images_built.load(std::sync::atomic::Ordering::SeqCst),
         interrupted,
     })
+}
+
+/// Resolves when the process gets SIGINT (Ctrl-C) or SIGTERM (a CI runner cancelling),
+/// naming it: both stop the run the same way.
+async fn interrupt_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        },
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
 }
 
 async fn run_task(

@@ -262,3 +262,243 @@ fn ctrl_c_removes_the_runs_containers() {
         containers_of_run("ctrlc")
     );
 }
+
+/// Starts `opt-at-k` on `ds` in the background and returns it with a channel of its stderr
+/// lines.
+fn spawn_run(
+    ds: &std::path::Path,
+    p: &std::path::Path,
+    results: &std::path::Path,
+    run_id: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = harness()
+        .args([
+            "-v",
+            "opt-at-k",
+            "--model",
+            "test-model",
+            "--k",
+            "1",
+            "--run-id",
+            run_id,
+            "--json",
+        ])
+        .arg("--predictions")
+        .arg(p)
+        .arg("--dataset")
+        .arg(ds)
+        .arg("--results-dir")
+        .arg(results)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("  | {line}");
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+fn wait_for(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(300)) {
+        let hit = line.contains(what);
+        seen.push(line);
+        if hit {
+            return seen;
+        }
+    }
+    panic!("never saw {what:?}: {seen:?}");
+}
+
+fn long_task(ds: &std::path::Path, id: &str, runs: u32) {
+    make_task(ds, id, SLOW, FAST, "");
+    let toml = ds.join(id).join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    write(
+        &toml,
+        &text.replace("runs = 2", &format!("runs = {runs}\nmax_runs = {runs}")),
+    );
+}
+
+#[test]
+fn kill_9_then_the_same_command_finishes_and_loses_nothing() {
+    if !docker_available("kill_9_then_the_same_command") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "a-quick", SLOW, FAST, "");
+    long_task(&ds, "b-long", 12);
+    let p = tmp.path().join("p.jsonl");
+    predictions(
+        &p,
+        &[
+            ("a-quick", Some(&diff("mod.py", SLOW, FAST))),
+            ("b-long", Some(&diff("mod.py", SLOW, FAST))),
+        ],
+    );
+    let results = tmp.path().join("out");
+    let (mut child, rx) = spawn_run(&ds, &p, &results, "kill9");
+    // The first task is finished and the second is being measured.
+    wait_for(&rx, "a-quick/0: passed");
+    wait_for(&rx, "b-long: round 2/");
+    let finished = results.join("kill9/test-model/a-quick/0/report.json");
+    let before = std::fs::read(&finished).unwrap();
+    assert!(!containers_of_run("kill9").is_empty());
+    child.kill().unwrap(); // SIGKILL: no clean-up of any kind
+    child.wait().unwrap();
+    assert!(
+        !containers_of_run("kill9").is_empty(),
+        "a killed harness leaves its containers"
+    );
+
+    let (child, _rx) = spawn_run(&ds, &p, &results, "kill9");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["invocation"]["reused_samples"], 1, "{summary}");
+    assert_eq!(summary["invocation"]["evaluated_samples"], 1, "{summary}");
+    assert_eq!(summary["totals"]["complete"], true);
+    assert_eq!(
+        std::fs::read(&finished).unwrap(),
+        before,
+        "the finished sample is neither re-run nor rewritten"
+    );
+    let s = read_json(&results.join("kill9/test-model/b-long/0/report.json"));
+    assert_eq!(s["status"], "passed", "{s}");
+    assert!(containers_of_run("kill9").is_empty());
+}
+
+#[test]
+fn containers_removed_from_outside_are_errors_and_the_rerun_completes() {
+    if !docker_available("containers_removed_from_outside") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    long_task(&ds, "victim", 12);
+    let p = tmp.path().join("p.jsonl");
+    predictions(&p, &[("victim", Some(&diff("mod.py", SLOW, FAST)))]);
+    let results = tmp.path().join("out");
+    let (child, rx) = spawn_run(&ds, &p, &results, "outside");
+    wait_for(&rx, "victim: round 2/");
+    // What a restarted daemon does to running containers: they are gone.
+    for id in containers_of_run("outside") {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", &id])
+            .output();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a sample ended `error`");
+    let s = read_json(&results.join("outside/test-model/victim/0/report.json"));
+    assert_eq!(s["status"], "error", "not the model's fault: {s}");
+    let report = read_json(&results.join("outside/test-model.outside.report.json"));
+    assert_eq!(report["complete"], false);
+    assert_eq!(
+        report["instance_sets"]["not_run_ids"],
+        serde_json::json!(["victim"])
+    );
+    assert!(containers_of_run("outside").is_empty());
+
+    // The same command again retries it.
+    let (child, _rx) = spawn_run(&ds, &p, &results, "outside");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let s = read_json(&results.join("outside/test-model/victim/0/report.json"));
+    assert_eq!(s["status"], "passed", "{s}");
+    let report = read_json(&results.join("outside/test-model.outside.report.json"));
+    assert_eq!(report["complete"], true);
+}
+
+#[test]
+fn sigterm_stops_like_ctrl_c_and_the_reports_say_partial() {
+    if !docker_available("sigterm_stops_like_ctrl_c") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "a-quick", SLOW, FAST, "");
+    long_task(&ds, "b-long", 200);
+    let p = tmp.path().join("p.jsonl");
+    predictions(
+        &p,
+        &[
+            ("a-quick", Some(&diff("mod.py", SLOW, FAST))),
+            ("b-long", Some(&diff("mod.py", SLOW, FAST))),
+        ],
+    );
+    let results = tmp.path().join("out");
+    let (child, rx) = spawn_run(&ds, &p, &results, "term");
+    wait_for(&rx, "b-long: round 2/");
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["totals"]["complete"], false);
+    assert_eq!(summary["totals"]["interrupted"], "SIGTERM");
+    assert_eq!(
+        summary["totals"]["not_run_ids"],
+        serde_json::json!(["b-long"])
+    );
+    let md = std::fs::read_to_string(results.join("term/summary.md")).unwrap();
+    assert!(md.contains("(partial)") && md.contains("SIGTERM"), "{md}");
+    let report = read_json(&results.join("term/test-model.opt@1.term.report.json"));
+    assert_eq!(report["complete"], false);
+    assert!(containers_of_run("term").is_empty());
+}
+
+#[test]
+fn a_resumed_run_counts_only_the_current_predictions() {
+    if !docker_available("a_resumed_run_counts_only_the_current_predictions") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "one", SLOW, FAST, "");
+    let p = tmp.path().join("p.jsonl");
+    let fast = diff("mod.py", SLOW, FAST);
+    let broken = diff("mod.py", SLOW, "def work(n):\n    return 0\n");
+    predictions(&p, &[("one", Some(&broken)), ("one", Some(&fast))]);
+    let results = tmp.path().join("out");
+    let go = || {
+        run(harness()
+            .args([
+                "opt-at-k",
+                "--model",
+                "test-model",
+                "--k",
+                "2",
+                "--run-id",
+                "resume",
+                "--json",
+            ])
+            .arg("--predictions")
+            .arg(&p)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&results))
+    };
+    let first: serde_json::Value = serde_json::from_slice(&go().stdout).unwrap();
+    assert_eq!(first["totals"]["pass_at_k"][0], 0.5, "{first}");
+    // The passing row is withdrawn: its saved result must not count any more.
+    predictions(&p, &[("one", Some(&broken))]);
+    let second: serde_json::Value = serde_json::from_slice(&go().stdout).unwrap();
+    assert_eq!(second["totals"]["pass_at_k"][0], 0.0, "{second}");
+    assert_eq!(
+        second["instances"][0]["samples"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(
+        second["invocation"]["evaluated_samples"], 0,
+        "sample 0 reused"
+    );
+}

@@ -45,6 +45,7 @@ pub fn run_report(summary: &Summary) -> Value {
     sets.insert("inconclusive_ids".into(), ids(summary, |i| i.inconclusive));
     // GSO also reports improvement over the repository's main branch; tasks here have none.
     sets.insert("opt_main_ids".into(), Vec::new());
+    sets.insert("not_run_ids".into(), t.not_run_ids.clone());
 
     let mut opt_stats = serde_json::Map::new();
     for inst in &summary.instances {
@@ -92,6 +93,10 @@ pub fn run_report(summary: &Summary) -> Value {
         },
         "instance_sets": sets,
         "opt_stats": opt_stats,
+        // A partial run (interrupted, or samples not run or ended `error`) says so: its
+        // scores count what is missing as failures.
+        "complete": t.complete,
+        "interrupted": t.interrupted,
         "schema_version": 1,
         "harness": harness_block(summary),
     })

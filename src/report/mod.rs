@@ -27,6 +27,8 @@ pub struct InstanceOutcome {
     pub opt_commit: bool,
     /// No sample is opt_commit and at least one was still undecided at its budget.
     pub inconclusive: bool,
+    /// Samples of the predictions with no usable result yet (not run, or `error`).
+    pub not_run: usize,
     /// Index into `samples` of the sample whose speedups represent the instance.
     pub best: Option<usize>,
 }
@@ -41,6 +43,13 @@ pub struct Totals {
     pub by_status: BTreeMap<String, usize>,
     pub opt_base: usize,
     pub opt_commit: usize,
+    /// Whether every sample of the predictions has a result that is not `error` and the run
+    /// was not interrupted. A partial run's scores count what is missing as failures.
+    pub complete: bool,
+    /// Instances with a sample not run (or ended `error`).
+    pub not_run_ids: Vec<String>,
+    /// The signal that interrupted the run, if one did.
+    pub interrupted: Option<String>,
     /// Instances counted as not optimised only because a verdict stayed undecided.
     pub inconclusive: usize,
     /// Samples whose verdict stayed undecided.
@@ -69,11 +78,31 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
     let k = info.k;
     let mut instances = Vec::new();
     for id in &info.instance_ids {
-        let mut samples: Vec<SampleReport> = (0..k)
-            .filter_map(|i| run.load_sample(&info.model, id, i))
-            .collect();
+        // Only the samples of the current predictions count, each with its own result key.
+        let (mut samples, submitted): (Vec<SampleReport>, usize) = match &info.samples {
+            Some(expected) => {
+                let expected = expected.get(id).map(Vec::as_slice).unwrap_or(&[]);
+                let found = expected
+                    .iter()
+                    .filter(|e| e.sample < k)
+                    .filter_map(|e| {
+                        run.load_sample(&info.model, id, e.sample)
+                            .filter(|r| r.result_key == e.result_key)
+                    })
+                    .collect();
+                (found, expected.iter().filter(|e| e.sample < k).count())
+            }
+            None => {
+                let found: Vec<SampleReport> = (0..k)
+                    .filter_map(|i| run.load_sample(&info.model, id, i))
+                    .collect();
+                let n = found.len();
+                (found, n)
+            }
+        };
         samples.sort_by_key(|s| s.sample);
-        let submitted = samples.len();
+        let not_run = submitted - samples.len()
+            + samples.iter().filter(|s| s.status == Status::Error).count();
         let best_status = samples.iter().map(|s| s.status).min_by_key(|s| s.rank());
         let opt_base = samples.iter().any(|s| s.opt_base);
         let opt_commit = samples.iter().any(|s| s.opt_commit);
@@ -109,6 +138,7 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
             opt_base,
             opt_commit,
             inconclusive,
+            not_run,
             best,
         });
     }
@@ -152,7 +182,15 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
         .map(|iv| [iv.lo, iv.hi])
         .collect()
     };
+    let not_run_ids: Vec<String> = instances
+        .iter()
+        .filter(|i| i.not_run > 0)
+        .map(|i| i.instance_id.clone())
+        .collect();
     let totals = Totals {
+        complete: not_run_ids.is_empty() && info.interrupted.is_none(),
+        not_run_ids,
+        interrupted: info.interrupted.clone(),
         total_instances: instances.len(),
         submitted_instances: instances.iter().filter(|i| i.submitted > 0).count(),
         completed_instances: instances
@@ -194,7 +232,7 @@ pub fn mixed_fingerprints(summary: &Summary) -> Vec<String> {
 
 /// The report files of a run, by name.
 pub fn report_paths(run: &RunDir, info: &RunInfo) -> Vec<std::path::PathBuf> {
-    let model = crate::results::sanitize(&info.model);
+    let model = crate::results::model_slug(&info.model);
     vec![
         run.root
             .join(format!("{model}.{}.report.json", info.run_id)),

@@ -173,17 +173,57 @@ pub fn terminal_summary(summary: &Summary) -> String {
         ));
     }
     out.push_str(&format!(
-        "Opt@{}: {:.2}%  ({} of {} instances opt_commit; opt_base {})\n",
-        summary.info.k, t.score, t.opt_commit, t.total_instances, t.opt_base
+        "Opt@{}: {:.2}%{}  ({} of {} instances opt_commit; opt_base {})\n",
+        summary.info.k,
+        t.score,
+        if t.complete { "" } else { " (partial)" },
+        t.opt_commit,
+        t.total_instances,
+        t.opt_base
     ));
+    if let Some(line) = partial_line(summary) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
+}
+
+/// One line saying why the scores above are partial, when they are.
+pub fn partial_line(summary: &Summary) -> Option<String> {
+    let t = &summary.totals;
+    if t.complete {
+        return None;
+    }
+    let why = match &t.interrupted {
+        Some(sig) => format!("the run was interrupted ({sig})"),
+        None => "some samples did not run to a result".to_string(),
+    };
+    let list = if t.not_run_ids.len() > 8 {
+        format!("{} …", t.not_run_ids[..8].join(", "))
+    } else {
+        t.not_run_ids.join(", ")
+    };
+    Some(format!(
+        "PARTIAL: {why}; {} instance(s) not run or ended `error`{}{list} — the scores count them as failures; repeat the command to finish the run",
+        t.not_run_ids.len(),
+        if list.is_empty() { "" } else { ": " }
+    ))
 }
 
 /// `summary.md`.
 pub fn summary_markdown(summary: &Summary) -> String {
     let t = &summary.totals;
     let info = &summary.info;
-    let mut out = format!("# {} — Opt@{} = {:.2}%\n\n", info.model, info.k, t.score);
+    let mut out = format!(
+        "# {} — Opt@{} = {:.2}%{}\n\n",
+        info.model,
+        info.k,
+        t.score,
+        if t.complete { "" } else { " (partial)" }
+    );
+    if let Some(line) = partial_line(summary) {
+        out.push_str(&format!("**{line}**\n\n"));
+    }
     out.push_str(&format!("{}\n\n", header_line(summary)));
     let fp = &info.fingerprint;
     let gpus = if fp.gpus.is_empty() {
