@@ -797,6 +797,62 @@ command = "python3 bench.py"
     }
 
     #[test]
+    fn bench_output_is_checked_unless_the_task_says_why_not() {
+        let d = task_dir();
+        let t = parse(d.path(), GOOD).unwrap();
+        assert_eq!(
+            t.benches[0].output_check,
+            OutputCheck::Stdout { ignore: vec![] },
+            "on by default"
+        );
+        let off = GOOD.replace("[[bench]]\n", "[[bench]]\ncheck_output = false\n");
+        let err = parse(d.path(), &off).unwrap_err().to_string();
+        assert!(err.contains("bench[0].no_check_reason"), "{err}");
+        let off = GOOD.replace(
+            "[[bench]]\n",
+            "[[bench]]\ncheck_output = false\nno_check_reason = \"prints a timestamp\"\n",
+        );
+        assert_eq!(
+            parse(d.path(), &off).unwrap().benches[0].output_check,
+            OutputCheck::Off {
+                reason: "prints a timestamp".into()
+            }
+        );
+        let file = GOOD.replace("[[bench]]\n", "[[bench]]\noutput_file = \"out/r.txt\"\n");
+        assert_eq!(
+            parse(d.path(), &file).unwrap().benches[0].output_check,
+            OutputCheck::File {
+                path: "out/r.txt".into()
+            }
+        );
+        let escape = GOOD.replace("[[bench]]\n", "[[bench]]\noutput_file = \"../r.txt\"\n");
+        assert!(
+            parse(d.path(), &escape)
+                .unwrap_err()
+                .to_string()
+                .contains("bench[0].output_file")
+        );
+        // The figure an output metric prints is never part of the answer compared.
+        let metric = GOOD.replace(
+            "[[bench]]\n",
+            "[[bench]]\nmetric = \"output\"\npattern = \"took ([0-9.]+)s\"\nignore_lines = [\"^date:\"]\n",
+        );
+        assert_eq!(
+            parse(d.path(), &metric).unwrap().benches[0].output_check,
+            OutputCheck::Stdout {
+                ignore: vec!["^date:".into(), "took ([0-9.]+)s".into()]
+            }
+        );
+        let bad = GOOD.replace("[[bench]]\n", "[[bench]]\nignore_lines = [\"(\"]\n");
+        assert!(
+            parse(d.path(), &bad)
+                .unwrap_err()
+                .to_string()
+                .contains("bench[0].ignore_lines[0]")
+        );
+    }
+
+    #[test]
     fn memory_sizes() {
         assert_eq!(parse_memory("512m").unwrap(), 512 << 20);
         assert_eq!(parse_memory("2g").unwrap(), 2 << 30);

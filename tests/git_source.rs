@@ -56,7 +56,7 @@ fn git_bundle_source_builds_once_and_evaluates() {
     );
     write(
         &task.join("task.toml"),
-        "protected = [\"bench.py\"]\n[source]\ngit = \"src.bundle\"\nbase_commit = \"v-base\"\n[human]\ncommit = \"v-opt\"\n[image]\nsetup = [\"echo made-by-setup > setup_marker.txt\"]\n[test]\ncommand = \"python3 test_mod.py && grep -q made-by-setup setup_marker.txt && test $(stat -c %Y bench.py) = 1500000000\"\n[[bench]]\nname = \"w\"\ncommand = \"python3 bench.py\"\nwarmups = 0\nruns = 2\n",
+        "protected = [\"bench.py\"]\n[source]\ngit = \"src.bundle\"\nbase_commit = \"v-base\"\n[human]\ncommit = \"v-opt\"\n[image]\nsetup = [\"echo made-by-setup > setup_marker.txt\"]\n[test]\ncommand = \"python3 test_mod.py && grep -q made-by-setup setup_marker.txt && test $(stat -c %Y bench.py) = 1500000000 && test $(id -u) = 10001 && ! touch bench.py 2>/dev/null\"\n[[bench]]\nname = \"w\"\ncommand = \"python3 bench.py\"\nwarmups = 0\nruns = 2\n",
     );
     let results = tmp.path().join("out");
 
