@@ -25,6 +25,6 @@ attempt() {
 attempt "git apply" git apply --verbose "$PATCH"
 attempt "git apply --ignore-space-change" git apply --verbose --ignore-space-change "$PATCH"
 attempt "git apply --reject" git apply --verbose --reject "$PATCH"
-attempt "patch --fuzz=5" patch --batch --fuzz=5 -p1 --no-backup-if-mismatch -i "$PATCH"
+attempt "patch --fuzz=5" patch --batch --forward --fuzz=5 -p1 --no-backup-if-mismatch -i "$PATCH"
 echo "HARNESS_APPLY_FAILED"
 exit 1

@@ -138,13 +138,11 @@ pub fn static_check(pred: &Prediction, task: &Task, material: Option<&Material>)
     let protection =
         crate::protect::Protection::for_task(task, material.into_iter().flat_map(|m| m.paths()));
     let text = pred.patch_text();
-    match patch::check_with(text, |p| protection.is_protected(p)) {
+    let symlinks = material.map(|m| m.symlinks()).unwrap_or_default();
+    match patch::check_with(text, |p| protection.is_protected(p), &symlinks) {
         PatchCheck::Ok(paths) => {
             for p in &paths {
-                let new = material.is_some_and(|m| {
-                    let top = p.split('/').next().unwrap_or(p);
-                    !m.has_path_or_folder(p) && !m.has_path_or_folder(top)
-                });
+                let new = material.is_some_and(|m| !m.has_path_or_folder(p));
                 if new && let Some(module) = protection.shadowed_stdlib(p) {
                     return PatchCheck::Rejected(format!(
                         "new file {p:?} would be imported instead of the standard library's `{module}` module"
@@ -182,6 +180,7 @@ pub fn report_broken_task(
         let (status, detail) = match static_check(&s.prediction, task, None) {
             PatchCheck::Empty => (Status::EmptyPatch, "the patch is empty".to_string()),
             PatchCheck::Rejected(why) => (Status::PatchRejected, why),
+            PatchCheck::NotADiff(why) => (Status::PatchFailed, format!("not a diff: {why}")),
             PatchCheck::Ok(_) => (status, why.to_string()),
         };
         v.apply_log = format!("{status}: {detail}\n");
@@ -307,6 +306,10 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                 v.apply_log = format!("patch rejected before applying: {why}\n");
                 v.fail(Status::PatchRejected, why);
             }
+            PatchCheck::NotADiff(why) => {
+                v.apply_log = format!("not a diff, nothing to apply: {why}\n");
+                v.fail(Status::PatchFailed, format!("not a diff: {why}"));
+            }
             PatchCheck::Ok(paths) => {
                 v.apply_log = format!("paths touched: {}\n", paths.join(", "));
             }
@@ -420,9 +423,12 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
         let Role::Sample(i) = v.role else { continue };
         let s = &input.samples[i];
         let (status, detail) = match (&v.failure, &base_failure) {
-            // A model outcome decided before anything ran (empty, rejected) stands even when
-            // the task is broken; anything else is not the model's fault then.
+            // A model outcome decided before anything ran (empty, rejected, not a diff)
+            // stands even when the task is broken; anything else is not the model's fault then.
             (Some((st @ (Status::EmptyPatch | Status::PatchRejected), d)), _) => (*st, d.clone()),
+            (Some((Status::PatchFailed, d)), _) if d.starts_with("not a diff") => {
+                (Status::PatchFailed, d.clone())
+            }
             (_, Some((st, why))) => (*st, why.clone()),
             (Some((st, d)), None) => (*st, d.clone()),
             (None, None) => (Status::Passed, String::new()),
