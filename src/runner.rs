@@ -17,7 +17,7 @@ use crate::eval::{
 use crate::events::{Event, Events, emit, spawn_reporter};
 use crate::fingerprint::Fingerprint;
 use crate::plan::RunPlan;
-use crate::predictions::{Prediction, Predictions};
+use crate::predictions::{LoadOptions, Prediction};
 use crate::report::{self, Summary};
 use crate::results::{InputFile, RunDir, RunInfo, write_json};
 use crate::source::{Material, materialize};
@@ -119,16 +119,25 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     for w in select_warnings {
         warn(w, &mut warnings);
     }
-    let predictions = Predictions::load(&plan.predictions);
+    let predictions = crate::predictions::load(
+        &plan.predictions,
+        &LoadOptions {
+            model: plan.model.clone(),
+            max_patch_bytes: crate::patch::MAX_PATCH_BYTES,
+        },
+    )?;
     for w in &predictions.warnings {
         warn(w.clone(), &mut warnings);
     }
     for (id, preds) in &predictions.by_instance {
-        if !dataset.tasks.contains_key(id) && !dataset.invalid.contains_key(id) {
+        if !dataset.tasks.contains_key(id)
+            && !dataset.invalid.contains_key(id)
+            && let Some(first) = preds.values().next()
+        {
             warn(
                 format!(
                     "{}: unknown instance id {id:?} (not in dataset {}); its {} prediction(s) are ignored",
-                    preds[0].origin,
+                    first.origin,
                     plan.dataset.display(),
                     preds.len()
                 ),
@@ -146,25 +155,26 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
                 .join(", ")
         );
     }
-    let mut chosen: BTreeMap<String, Vec<Prediction>> = BTreeMap::new();
+    let mut chosen: BTreeMap<String, BTreeMap<usize, Prediction>> = BTreeMap::new();
     for task in &tasks {
-        let preds = predictions
+        let mut preds = predictions
             .by_instance
             .get(&task.id)
             .cloned()
             .unwrap_or_default();
-        if preds.len() > plan.k {
+        let beyond = preds.split_off(&plan.k);
+        if !beyond.is_empty() {
             emit(
                 events,
                 Event::Debug(format!(
-                    "{}: {} samples submitted, using the first {}",
+                    "{}: {} sample(s) with an index of {} or more not used",
                     task.id,
-                    preds.len(),
+                    beyond.len(),
                     plan.k
                 )),
             );
         }
-        chosen.insert(task.id.clone(), preds.into_iter().take(plan.k).collect());
+        chosen.insert(task.id.clone(), preds);
     }
 
     let engine = Engine::connect().await?;
@@ -244,15 +254,15 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         digests.push(format!("{}={digest}", task.id));
         let settings = measurement_settings(plan, task);
         let mut samples = Vec::new();
-        for (index, pred) in chosen[&task.id].iter().enumerate() {
+        for (&index, pred) in &chosen[&task.id] {
             total_samples += 1;
-            let key = result_key(&digest, &image, pred.patch_text(), &settings);
+            let key = result_key(&digest, &image, &pred.patch_sha256(), &settings);
             expected
                 .entry(task.id.clone())
                 .or_default()
                 .push(crate::results::ExpectedSample {
                     sample: index,
-                    patch_sha256: crate::eval::sha256_hex(pred.patch_text().as_bytes()),
+                    patch_sha256: pred.patch_sha256(),
                     result_key: key.clone(),
                 });
             let saved = run_dir.load_sample(&plan.model, &task.id, index);

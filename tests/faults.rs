@@ -502,3 +502,79 @@ fn a_resumed_run_counts_only_the_current_predictions() {
         "sample 0 reused"
     );
 }
+
+#[test]
+fn inputs_are_read_honestly() {
+    if !docker_available("inputs_are_read_honestly") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "fine", SLOW, FAST, "");
+    let fast = diff("mod.py", SLOW, FAST);
+    let p = tmp.path().join("p.jsonl");
+    let rows = [
+        serde_json::json!({"instance_id": "fine", "model_name_or_path": "test-model", "model_patch": fast}),
+        serde_json::json!({"instance_id": "fine", "model_name_or_path": "someone-else", "model_patch": fast}),
+        serde_json::json!({"instance_id": "fine", "model_name_or_path": "test-model", "patch": fast}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    write(&p, &text);
+    let results = tmp.path().join("out");
+    let go = |p: &std::path::Path| {
+        run(harness()
+            .args([
+                "opt-at-k",
+                "--model",
+                "test-model",
+                "--k",
+                "3",
+                "--run-id",
+                "honest",
+                "--json",
+            ])
+            .arg("--predictions")
+            .arg(p)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&results))
+    };
+    let out = go(&p);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"someone-else\", not --model \"test-model\""),
+        "another model's row is not taken: {err}"
+    );
+    assert!(
+        err.contains("unknown field \"patch\"") && err.contains("did you mean \"model_patch\""),
+        "a misnamed field is named, never an empty patch: {err}"
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let samples = summary["instances"][0]["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 1, "{summary}");
+    assert_eq!(samples[0]["status"], "passed");
+    assert!(
+        !results.join("honest/test-model/fine/2").exists(),
+        "the misnamed row is no empty_patch sample"
+    );
+
+    // The same sample twice is an error naming both lines; nothing is run.
+    let dup = tmp.path().join("dup.jsonl");
+    write(
+        &dup,
+        &format!(
+            "{}\n{}\n",
+            serde_json::json!({"instance_id": "fine", "sample": 0, "model_patch": fast}),
+            serde_json::json!({"instance_id": "fine", "sample": 0, "model_patch": ""})
+        ),
+    );
+    let out = go(&dup);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dup.jsonl:1") && err.contains("dup.jsonl:2"),
+        "{err}"
+    );
+}

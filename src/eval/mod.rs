@@ -16,7 +16,7 @@ use crate::docker::container::{Sandbox, SandboxSpec};
 use crate::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
 use crate::events::{Event, Events, emit};
 use crate::patch::{self, PatchCheck};
-use crate::predictions::Prediction;
+use crate::predictions::{PatchBody, Prediction};
 use crate::results::{PhaseSeconds, SampleReport, Status, write_atomic, write_json};
 use crate::source::Material;
 use crate::stats::Decision;
@@ -137,6 +137,12 @@ impl Variant {
 pub fn static_check(pred: &Prediction, task: &Task, material: Option<&Material>) -> PatchCheck {
     let protection =
         crate::protect::Protection::for_task(task, material.into_iter().flat_map(|m| m.paths()));
+    if let PatchBody::TooLarge { bytes, .. } = &pred.body {
+        return PatchCheck::Rejected(format!(
+            "patch is {bytes} bytes, above the limit of {}",
+            patch::MAX_PATCH_BYTES
+        ));
+    }
     let text = pred.patch_text();
     let symlinks = material.map(|m| m.symlinks()).unwrap_or_default();
     match patch::check_with(text, |p| protection.is_protected(p), &symlinks) {
@@ -152,6 +158,18 @@ pub fn static_check(pred: &Prediction, task: &Task, material: Option<&Material>)
             PatchCheck::Ok(paths)
         }
         other => other,
+    }
+}
+
+/// What goes into a sample's `patch.diff`: the patch, or for one too large to keep, what
+/// it was.
+fn patch_file_text(pred: &Prediction) -> String {
+    match &pred.body {
+        PatchBody::TooLarge { bytes, sha256 } => format!(
+            "# patch of {bytes} bytes (sha256 {sha256}) not kept: above the limit of {} bytes\n",
+            patch::MAX_PATCH_BYTES
+        ),
+        _ => pred.patch_text().to_string(),
     }
 }
 
@@ -175,7 +193,7 @@ pub fn report_broken_task(
         let mut v = Variant::new(
             &format!("s{}", s.index),
             Role::Sample(0),
-            Some(s.prediction.patch_text().to_string()),
+            Some(patch_file_text(&s.prediction)),
         );
         let (status, detail) = match static_check(&s.prediction, task, None) {
             PatchCheck::Empty => (Status::EmptyPatch, "the patch is empty".to_string()),
@@ -225,7 +243,7 @@ fn sample_report(
         status,
         detail,
         apply_strategy: v.strategy.clone(),
-        patch_sha256: sha256_hex(s.prediction.patch_text().as_bytes()),
+        patch_sha256: s.prediction.patch_sha256(),
         image: image.to_string(),
         result_key: s.result_key.clone(),
         criterion: ctx.rule.criterion.as_str().to_string(),
@@ -295,7 +313,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
         let mut v = Variant::new(
             &format!("s{}", s.index),
             Role::Sample(i),
-            Some(s.prediction.patch_text().to_string()),
+            Some(patch_file_text(&s.prediction)),
         );
         match static_check(&s.prediction, task, Some(input.material)) {
             PatchCheck::Empty => {
@@ -711,7 +729,7 @@ fn check_protection(variants: &mut [Variant]) {
 pub fn result_key(
     task_digest: &str,
     image: &str,
-    patch: &str,
+    patch_sha256: &str,
     settings: &BTreeMap<&str, String>,
 ) -> String {
     let mut h = Sha256::new();
@@ -719,7 +737,11 @@ pub fn result_key(
     h.update([0]);
     h.update(image.as_bytes());
     h.update([0]);
-    h.update(Sha256::digest(patch.as_bytes()));
+    // The raw digest, as when the patch text itself was hashed here: saved keys stay valid.
+    match hex::decode(patch_sha256) {
+        Ok(digest) => h.update(digest),
+        Err(_) => h.update(patch_sha256.as_bytes()),
+    }
     for (k, v) in settings {
         h.update(k.as_bytes());
         h.update(b"=");
