@@ -36,6 +36,18 @@ pub fn python_round(x: f64, ndigits: usize) -> f64 {
     format!("{x:.ndigits$}").parse().unwrap_or(x)
 }
 
+/// numpy's `round(x, decimals)` on a float64, which is what GSO applies to its GM (a numpy
+/// float64): `x * 10^d`, rounded half to even, `/ 10^d`. So `round(np.float64(1.15), 1)` is
+/// 1.2 (1.15 * 10 is 11.5 in binary, a tie, to even 12), where Python's `round(1.15, 1)` is
+/// 1.1, and 1.05 rounds to 1.0.
+pub fn numpy_round(x: f64, decimals: i32) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    let f = 10f64.powi(decimals);
+    (x * f).round_ties_even() / f
+}
+
 /// The GSO thresholds: both are options and go into every report.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
@@ -199,7 +211,7 @@ pub fn opt_stats(benches: &[BenchMeans]) -> Option<OptStats> {
 /// GSO's rule on the means: (opt_base, opt_commit).
 pub fn gso_verdict(stats: &OptStats, th: &Thresholds) -> (bool, bool) {
     let opt_base = stats.base_mean > stats.patch_mean
-        && python_round(stats.gm_speedup_patch_base, 1) >= th.min_speedup;
+        && numpy_round(stats.gm_speedup_patch_base, 1) >= th.min_speedup;
     let opt_commit = opt_base && stats.hm_speedup_patch_commit > th.opt_thresh;
     (opt_base, opt_commit)
 }
@@ -271,6 +283,40 @@ mod tests {
     }
 
     #[test]
+    fn numpy_rounding_as_gso_applies_it() {
+        // Values checked against numpy 2.x: round(np.float64(x), 1)
+        for (x, want) in [
+            (1.15, 1.2),
+            (1.25, 1.2),
+            (1.05, 1.0),
+            (0.95, 1.0),
+            (1.35, 1.4),
+            (1.45, 1.4),
+            (2.25, 2.2),
+            (1.149_999, 1.1),
+            (1.150_000_1, 1.2),
+            (1.2, 1.2),
+        ] {
+            assert_eq!(numpy_round(x, 1), want, "round(np.float64({x}), 1)");
+        }
+        // GSO's opt_base at the tie: a GM of exactly 1.15 passes the 1.2 threshold.
+        let mut st = OptStats {
+            base_mean: 1.15,
+            patch_mean: 1.0,
+            commit_mean: 1.0,
+            gm_speedup_patch_base: 1.15,
+            gm_speedup_patch_commit: 1.0,
+            gm_speedup_commit_base: 1.15,
+            hm_speedup_patch_base: 1.15,
+            hm_speedup_patch_commit: 1.0,
+            per_test_speedups: Default::default(),
+        };
+        assert_eq!(gso_verdict(&st, &Thresholds::default()), (true, true));
+        st.gm_speedup_patch_base = 1.149_999;
+        assert_eq!(gso_verdict(&st, &Thresholds::default()), (false, false));
+    }
+
+    #[test]
     fn python_rounding_at_the_boundary() {
         // Values checked against CPython 3.11: round(x, 1)
         for (x, want) in [
@@ -303,9 +349,12 @@ mod tests {
     #[test]
     fn gso_rule_at_1_2() {
         let th = Thresholds::default();
-        // speedup 1.15 exactly as a double rounds to 1.1 in Python → not opt_base
+        // speedup 1.15 rounds to 1.2 the way numpy rounds GSO's float64 GM → opt_base
+        // (Python's round(1.15, 1) would say 1.1)
         let s = stats(1.15, 0.5, 1.0);
         assert_eq!(s.gm_speedup_patch_base, 1.15);
+        assert_eq!(gso_verdict(&s, &th), (true, false));
+        let s = stats(1.149, 0.5, 1.0);
         assert_eq!(gso_verdict(&s, &th), (false, false));
         // speedup 1.16 rounds to 1.2 → opt_base
         let s = stats(1.16, 2.0, 1.0);

@@ -3,30 +3,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use serde::{Deserialize, Serialize};
 
 use crate::events::Verbosity;
 use crate::metrics::Thresholds;
 use crate::results::sanitize;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Criterion {
-    /// GSO's thresholds on the 95% interval, with adaptive rounds; undecided at the budget
-    /// = inconclusive (not optimised).
-    Strict,
-    /// GSO's rule on means, to reproduce published numbers.
-    Gso,
-}
-
-impl Criterion {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Criterion::Strict => "strict",
-            Criterion::Gso => "gso",
-        }
-    }
-}
+pub use crate::rule::Criterion;
 
 /// Everything `opt-at-k` needs, checked.
 #[derive(Debug, Clone)]

@@ -336,7 +336,7 @@ pub struct RunInfo {
     pub criterion: String,
     pub thresholds: crate::metrics::Thresholds,
     /// Criterion, thresholds, seed, confidence and resamples of the verdicts.
-    pub decision_rule: crate::verdict::DecisionRule,
+    pub decision_rule: crate::rule::DecisionRule,
     /// Round and time budget overrides from the command line (None: each task's own).
     pub min_rounds: Option<u32>,
     pub max_rounds: Option<u32>,

@@ -329,12 +329,12 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         emit(events, e);
     }
 
-    let rule = crate::verdict::DecisionRule {
+    let rule = crate::rule::DecisionRule {
         criterion: plan.criterion,
         thresholds: plan.thresholds,
         seed: plan.seed,
-        confidence: crate::verdict::CONFIDENCE,
-        resamples: crate::verdict::RESAMPLES,
+        confidence: crate::rule::CONFIDENCE,
+        resamples: crate::rule::RESAMPLES,
     };
     let dataset_digest = hex::encode(Sha256::digest(digests.join("\n").as_bytes()));
     let mut info = RunInfo {

@@ -3,28 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::eval::measure::BenchLog;
 use crate::metrics::{
     BenchMeans, BenchPair, OptStats, Thresholds, gso_verdict, opt_stats_from_pairs,
 };
-use crate::plan::Criterion;
+use crate::rule::{Criterion, DecisionRule};
 use crate::stats::{
     Aggregate, Decision, RoundPair, SpeedupIntervals, decide, derive_seed, ratio_interval,
 };
 use crate::task::Better;
-
-pub const CONFIDENCE: f64 = 0.95;
-pub const RESAMPLES: usize = 2000;
-
-/// How verdicts are reached; recorded in run.json and every report.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct DecisionRule {
-    pub criterion: Criterion,
-    pub thresholds: Thresholds,
-    pub seed: u64,
-    pub confidence: f64,
-    pub resamples: usize,
-}
+use crate::timings::BenchLog;
 
 /// A sample's outcome on its measured rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -112,6 +99,42 @@ fn means(pairs: &[(u32, RoundPair)], benches: &[(String, Better)]) -> Vec<BenchP
         .collect()
 }
 
+/// Per bench, the mean of every counted run of base, human and `variant` (GSO's means:
+/// nothing paired, nothing set aside). Empty when a variant has no run of a bench.
+pub fn all_run_means(
+    log: &BenchLog,
+    variant: &str,
+    benches: &[(String, Better)],
+) -> Vec<BenchMeans> {
+    let mean_of = |v: &str, bench: &str| {
+        let xs: Vec<f64> = log
+            .runs
+            .iter()
+            .filter(|r| r.variant == v && r.bench == bench && r.counts())
+            .filter_map(|r| r.value)
+            .collect();
+        crate::metrics::mean(&xs)
+    };
+    let mut out = Vec::new();
+    for (name, better) in benches {
+        match (
+            mean_of("base", name),
+            mean_of("human", name),
+            mean_of(variant, name),
+        ) {
+            (Some(base), Some(human), Some(patch)) => out.push(BenchMeans {
+                bench: name.clone(),
+                better: *better,
+                base,
+                human,
+                patch,
+            }),
+            _ => return Vec::new(),
+        }
+    }
+    out
+}
+
 /// The verdict of `variant` from what `log` holds. Under `gso` the decision is GSO's rule
 /// on the means (always decided); under `strict` the same thresholds must hold for the
 /// whole confidence interval.
@@ -128,18 +151,27 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
     } else {
         (means(&with_base, &benches), means(&with_human, &benches))
     };
-    let stats = opt_stats_from_pairs(&vs_base, &vs_human);
-    let bench_means = vs_base
-        .iter()
-        .zip(&vs_human)
-        .map(|(b, h)| BenchMeans {
-            bench: b.bench.clone(),
-            better: b.better,
-            base: b.reference,
-            human: h.reference,
-            patch: b.patch,
-        })
-        .collect();
+    // GSO's own figures: per-test means of every run of each variant, unpaired.
+    let (stats, bench_means) = match rule.criterion {
+        Criterion::Gso => {
+            let means = all_run_means(log, variant, &benches);
+            (crate::metrics::opt_stats(&means), means)
+        }
+        Criterion::Strict => {
+            let means = vs_base
+                .iter()
+                .zip(&vs_human)
+                .map(|(b, h)| BenchMeans {
+                    bench: b.bench.clone(),
+                    better: b.better,
+                    base: b.reference,
+                    human: h.reference,
+                    patch: b.patch,
+                })
+                .collect();
+            (opt_stats_from_pairs(&vs_base, &vs_human), means)
+        }
+    };
     let seed = derive_seed(rule.seed, &[&log.instance_id, variant]);
     let rb: Vec<RoundPair> = with_base.iter().map(|(_, p)| p.clone()).collect();
     let rh: Vec<RoundPair> = with_human.iter().map(|(_, p)| p.clone()).collect();
@@ -258,7 +290,7 @@ mod tests {
     }
 
     fn log_with(runs: Vec<(u32, &str, f64, bool)>) -> BenchLog {
-        use crate::eval::measure::{BenchSetting, RunRecord, Schedule};
+        use crate::timings::{BenchSetting, RunRecord, Schedule};
         BenchLog {
             schema_version: 1,
             instance_id: "t".into(),
@@ -280,20 +312,18 @@ mod tests {
                 warmup_rounds: 0,
                 min_rounds: 2,
                 max_rounds: 6,
-                max_reruns: 6,
                 max_seconds: 60.0,
                 cpuset: None,
             },
             rounds: vec![],
             runs: runs
                 .into_iter()
-                .map(|(round, variant, v, disturbed)| RunRecord {
+                .map(|(round, variant, v, failed)| RunRecord {
                     round,
                     warmup: false,
                     variant: variant.into(),
                     bench: "b".into(),
                     wall_s: v,
-                    value: Some(v),
                     exit_code: 0,
                     user_s: v,
                     sys_s: 0.0,
@@ -301,7 +331,9 @@ mod tests {
                     involuntary_switches: 0,
                     throttled: None,
                     cpu_probe_ms: None,
-                    disturbed: disturbed.then(|| "test".to_string()),
+                    // A failed run has no figure; flagged runs count like any other.
+                    value: (!failed).then_some(v),
+                    disturbed: None,
                     output_digest: None,
                     lingering_killed: 0,
                 })
@@ -325,8 +357,8 @@ mod tests {
 
     #[test]
     fn each_comparison_pairs_its_own_rounds() {
-        // Round 1's human run was disturbed: base/s0 pair in rounds 0-5; human/s0 in all
-        // but 1. Figures: base 2.0, human 0.5, s0 1.0 (a disturbed run's 9.0 never counts).
+        // Round 1's human run gave no figure: base/s0 pair in rounds 0-5; human/s0 in all
+        // but 1. Figures: base 2.0, human 0.5, s0 1.0.
         let mut runs = Vec::new();
         for r in 0..6 {
             runs.push((r, "base", 2.0, false));

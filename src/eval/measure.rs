@@ -5,23 +5,23 @@
 //! an order that changes each round (a Williams design: positions and predecessors
 //! balanced). After the warmups and the minimum number of rounds, a sample whose verdict is
 //! decided stops; the others go on, with base and human, until they are decided or the
-//! budget (rounds, wall time) is spent. Runs disturbed by a known event
-//! (the container's CPU quota throttled it; it sat off-CPU far longer than its other runs)
-//! are kept in `bench.json`, flagged, left out of the statistics, and make up an extra
-//! round.
+//! budget (rounds, wall time) is spent. Every run counts; runs during which a known event
+//! happened (the CPU changed speed, the container's CPU quota throttled it, it sat off-CPU
+//! far longer than its other runs) are flagged in `bench.json`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::docker::container::Sandbox;
 use crate::eval::guarded::{self, Snapshot};
 use crate::events::{Event, Events, emit};
-use crate::plan::Criterion;
 use crate::results::Status;
-use crate::task::{Bench, Better, Metric, OutputCheck, Task};
-use crate::verdict::{DecisionRule, judge};
+use crate::rule::{Criterion, DecisionRule};
+use crate::task::{Bench, Metric, OutputCheck, Task};
+pub use crate::timings::{BenchLog, BenchSetting, RoundRecord, RunRecord, Schedule};
+use crate::verdict::judge;
 
 /// One variant taking part in a measurement.
 pub struct Participant<'a> {
@@ -29,107 +29,6 @@ pub struct Participant<'a> {
     pub sandbox: &'a Sandbox,
     /// Its watched files right after its patch (see `guarded`).
     pub manifest: Snapshot,
-}
-
-/// One timed run of one bench in one variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunRecord {
-    pub round: u32,
-    pub warmup: bool,
-    pub variant: String,
-    pub bench: String,
-    /// Wall time of the bench process, measured inside the container.
-    pub wall_s: f64,
-    /// The figure compared: `wall_s`, or what the bench printed.
-    pub value: Option<f64>,
-    pub exit_code: i64,
-    pub user_s: f64,
-    pub sys_s: f64,
-    pub max_rss_kb: u64,
-    #[serde(default)]
-    pub involuntary_switches: u64,
-    /// Times the CPU quota throttled the container during the run (None: unknown).
-    #[serde(default)]
-    pub throttled: Option<u64>,
-    /// A fixed bit of CPU work timed just before and just after the run, in ms.
-    #[serde(default)]
-    pub cpu_probe_ms: Option<[f64; 2]>,
-    /// Why the run does not count, when a known event disturbed it.
-    #[serde(default)]
-    pub disturbed: Option<String>,
-    /// Digest of what the bench printed (or the file it wrote), its figure left out: it
-    /// must equal base's in the same round.
-    #[serde(default)]
-    pub output_digest: Option<String>,
-    /// Processes the bench left running, killed after it.
-    #[serde(default)]
-    pub lingering_killed: u64,
-}
-
-impl RunRecord {
-    /// Whether the run enters the statistics.
-    pub fn counts(&self) -> bool {
-        !self.warmup && self.disturbed.is_none() && self.value.is_some() && self.exit_code == 0
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BenchSetting {
-    pub name: String,
-    pub command: String,
-    pub warmups: u32,
-    pub runs: u32,
-    pub max_runs: u32,
-    pub metric: String,
-    pub better: Better,
-    pub timeout_s: f64,
-    /// How its output is compared with base's.
-    #[serde(default)]
-    pub output_check: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RoundRecord {
-    pub round: u32,
-    /// The order variants ran in this round.
-    pub order: Vec<String>,
-    /// `HARNESS_BENCH_SEED` of the round: fresh and random, the same for every variant, so
-    /// an answer remembered from another run does not match.
-    #[serde(default)]
-    pub seed: Option<u64>,
-}
-
-/// The schedule a measurement followed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Schedule {
-    pub criterion: Criterion,
-    pub warmup_rounds: u32,
-    pub min_rounds: u32,
-    pub max_rounds: u32,
-    /// Extra rounds allowed to make up for disturbed runs.
-    pub max_reruns: u32,
-    pub max_seconds: f64,
-    pub cpuset: Option<String>,
-}
-
-/// `bench.json`: every timing of every round of one task's measurement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BenchLog {
-    pub schema_version: u32,
-    pub instance_id: String,
-    /// The variant this copy of the file belongs to (a sample's folder), if any.
-    pub sample_variant: Option<String>,
-    pub variants: Vec<String>,
-    pub benches: Vec<BenchSetting>,
-    pub schedule: Schedule,
-    pub rounds: Vec<RoundRecord>,
-    pub runs: Vec<RunRecord>,
-    /// variant → the round after which its verdict was decided.
-    pub decided_after: BTreeMap<String, u32>,
-    /// variant → why it left the measurement early.
-    pub dropped: BTreeMap<String, String>,
-    pub stop_reason: String,
-    pub seconds: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -213,7 +112,6 @@ pub fn schedule(
         warmup_rounds,
         min_rounds,
         max_rounds,
-        max_reruns: max_rounds.max(3),
         max_seconds: budget.max_seconds.unwrap_or(task.measure_max_seconds),
         cpuset,
     }
@@ -418,7 +316,7 @@ pub async fn measure(
     let mut done: BTreeMap<String, String> = BTreeMap::new();
     // New watched files base's runs made: a sample making the same ones is normal.
     let mut base_created: std::collections::BTreeSet<String> = Default::default();
-    let round_limit = schedule.warmup_rounds + schedule.max_rounds + schedule.max_reruns;
+    let round_limit = schedule.warmup_rounds + schedule.max_rounds;
     let deadline = started + Duration::from_secs_f64(schedule.max_seconds.max(1.0));
     let mut round: u32 = 0;
     let stop_reason = loop {
@@ -891,7 +789,6 @@ mod tests {
         };
         let s = schedule(&task, &rule(Criterion::Strict), &none, Some("1".into()));
         assert_eq!((s.warmup_rounds, s.min_rounds, s.max_rounds), (2, 10, 40));
-        assert_eq!(s.max_reruns, 40);
         assert_eq!(s.max_seconds, 900.0);
         assert_eq!(s.cpuset.as_deref(), Some("1"));
         // gso: a fixed number of rounds, as GSO does.
@@ -958,7 +855,6 @@ mod tests {
             warmup_rounds: 1,
             min_rounds: 10,
             max_rounds: 30,
-            max_reruns: 15,
             max_seconds: 60.0,
             cpuset: None,
         };

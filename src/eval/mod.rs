@@ -18,10 +18,11 @@ use crate::events::{Event, Events, emit};
 use crate::patch::{self, PatchCheck};
 use crate::predictions::{PatchBody, Prediction};
 use crate::results::{PhaseSeconds, SampleReport, Status, write_atomic, write_json};
+use crate::rule::DecisionRule;
 use crate::source::Material;
 use crate::stats::Decision;
 use crate::task::Task;
-use crate::verdict::{DecisionRule, judge};
+use crate::verdict::judge;
 use measure::{BenchLog, Budget};
 
 const APPLY_SCRIPT: &str = include_str!("../../harness/apply_patch.sh");

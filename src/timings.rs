@@ -1,0 +1,112 @@
+//! Timings as they are saved: every run of every round of one task's measurement
+//! (`bench.json`), plain data between the measurement that writes them and the verdicts,
+//! reports and regrading that read them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::rule::Criterion;
+use crate::task::Better;
+
+/// One timed run of one bench in one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub round: u32,
+    pub warmup: bool,
+    pub variant: String,
+    pub bench: String,
+    /// Wall time of the bench process, measured inside the container.
+    pub wall_s: f64,
+    /// The figure compared: `wall_s`, or what the bench printed.
+    pub value: Option<f64>,
+    pub exit_code: i64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub max_rss_kb: u64,
+    #[serde(default)]
+    pub involuntary_switches: u64,
+    /// Times the CPU quota throttled the container during the run (None: unknown).
+    #[serde(default)]
+    pub throttled: Option<u64>,
+    /// A fixed bit of CPU work timed just before and just after the run, in ms.
+    #[serde(default)]
+    pub cpu_probe_ms: Option<[f64; 2]>,
+    /// A known event during the run (the CPU changed speed, the quota throttled it, it sat
+    /// off-CPU), when one was seen. Flagged only: the run counts like any other, because
+    /// setting such runs aside did not make the intervals tighter (the validation script
+    /// compares both on the same data).
+    #[serde(default)]
+    pub disturbed: Option<String>,
+    /// Digest of what the bench printed (or the file it wrote), its figure left out: it
+    /// must equal base's in the same round.
+    #[serde(default)]
+    pub output_digest: Option<String>,
+    /// Processes the bench left running, killed after it.
+    #[serde(default)]
+    pub lingering_killed: u64,
+}
+
+impl RunRecord {
+    /// Whether the run enters the statistics: every measured run with a figure.
+    pub fn counts(&self) -> bool {
+        !self.warmup && self.value.is_some() && self.exit_code == 0
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchSetting {
+    pub name: String,
+    pub command: String,
+    pub warmups: u32,
+    pub runs: u32,
+    pub max_runs: u32,
+    pub metric: String,
+    pub better: Better,
+    pub timeout_s: f64,
+    /// How its output is compared with base's.
+    #[serde(default)]
+    pub output_check: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundRecord {
+    pub round: u32,
+    /// The order variants ran in this round.
+    pub order: Vec<String>,
+    /// `HARNESS_BENCH_SEED` of the round: fresh and random, the same for every variant, so
+    /// an answer remembered from another run does not match.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+/// The schedule a measurement followed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub criterion: Criterion,
+    pub warmup_rounds: u32,
+    pub min_rounds: u32,
+    pub max_rounds: u32,
+    pub max_seconds: f64,
+    pub cpuset: Option<String>,
+}
+
+/// `bench.json`: every timing of every round of one task's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchLog {
+    pub schema_version: u32,
+    pub instance_id: String,
+    /// The variant this copy of the file belongs to (a sample's folder), if any.
+    pub sample_variant: Option<String>,
+    pub variants: Vec<String>,
+    pub benches: Vec<BenchSetting>,
+    pub schedule: Schedule,
+    pub rounds: Vec<RoundRecord>,
+    pub runs: Vec<RunRecord>,
+    /// variant → the round after which its verdict was decided.
+    pub decided_after: BTreeMap<String, u32>,
+    /// variant → why it left the measurement early.
+    pub dropped: BTreeMap<String, String>,
+    pub stop_reason: String,
+    pub seconds: f64,
+}
