@@ -111,16 +111,44 @@ def lock_tree(cfg):
             lock_path(os.path.join(here, name), None if rel.startswith(".git/") else rel, cfg)
 
 
-def changed_paths():
+def status_entries(ignored=False):
+    """(XY code, path) of what differs from the base commit, untracked files included."""
+    args = ["git", "-c", "safe.directory=*", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
+    if ignored:
+        args.append("--ignored=matching")
     out = subprocess.run(
-        ["git", "-c", "safe.directory=*", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"],
-        cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False,
+        args, cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False,
     ).stdout.decode("utf-8", "surrogateescape")
-    paths = []
-    for entry in out.split("\0"):
-        if len(entry) > 3:
-            paths.append(entry[3:])
-    return paths
+    return [(entry[:2], entry[3:]) for entry in out.split("\0") if len(entry) > 3]
+
+
+def changed_paths():
+    return [path for _, path in status_entries()]
+
+
+def tree_digest(cfg):
+    """One digest of the tree as the patch left it: every path that differs from base with
+    its content and executable bit (or "missing"). Ignored files count when their mtime is
+    not the image's fixed one (a patch wrote them). Equal digests = byte-identical trees."""
+    source_mtime = cfg.get("source_mtime")
+    h = hashlib.sha256()
+    for code, rel in sorted(status_entries(ignored=True), key=lambda e: e[1]):
+        full = os.path.join(TESTBED, rel)
+        if code == "!!":
+            try:
+                if source_mtime is None or int(os.lstat(full).st_mtime) == source_mtime:
+                    continue
+            except OSError:
+                continue
+        d = digest(full)
+        try:
+            st = os.lstat(full)
+            if stat.S_ISREG(st.st_mode) and st.st_mode & 0o111:
+                d += ":x"
+        except OSError:
+            pass
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + d.encode() + b"\0")
+    return "sha256:" + h.hexdigest()
 
 
 def lock_changed(cfg):
@@ -277,6 +305,7 @@ def main(argv):
         return 0
     cfg = load_config()
     if cmd == "after-apply":
+        tree = tree_digest(cfg)
         lock_changed(cfg)
         snap = snapshot(cfg)
         tmp = MANIFEST + ".tmp"
@@ -284,7 +313,7 @@ def main(argv):
             json.dump(snap, f, sort_keys=True)
         os.chmod(tmp, 0o644)
         os.replace(tmp, MANIFEST)
-        emit({"snapshot": snap})
+        emit({"snapshot": snap, "tree": tree})
         return 0
     if cmd == "snapshot":
         emit({"snapshot": snapshot(cfg), "changes": changes(cfg)})

@@ -475,6 +475,7 @@ impl Protection {
             "home": RUN_HOME,
             "protected": self.rules.iter().map(|r| r.regex.clone()).collect::<Vec<_>>(),
             "extras": crate::eval::HARNESS_FILES.iter().map(|f| format!("/{f}")).collect::<Vec<_>>(),
+            "source_mtime": crate::docker::image::SOURCE_MTIME,
         })
     }
 }

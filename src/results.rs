@@ -127,6 +127,10 @@ pub struct SampleReport {
     pub bench_means: Vec<BenchMeans>,
     /// Rounds in which base, human and this sample all have a valid figure.
     pub measured_rounds: u32,
+    /// The variant whose timings this sample took, its patched tree being byte-identical
+    /// to that variant's ("base", "human" or another sample's "sN").
+    #[serde(default)]
+    pub shared_with: Option<String>,
     /// The machine fingerprint the sample was measured on (see run.json).
     pub fingerprint_id: String,
     pub seconds: PhaseSeconds,

@@ -109,4 +109,23 @@ pub struct BenchLog {
     pub dropped: BTreeMap<String, String>,
     pub stop_reason: String,
     pub seconds: f64,
+    /// sample → the variant whose timings it takes, its tree being byte-identical to that
+    /// variant's (it was not measured again).
+    #[serde(default)]
+    pub shared: BTreeMap<String, String>,
+}
+
+impl BenchLog {
+    /// The variant whose runs stand for `variant`: itself, or the one it shares with.
+    pub fn runs_of<'a>(&'a self, variant: &'a str) -> &'a str {
+        self.shared
+            .get(variant)
+            .map(String::as_str)
+            .unwrap_or(variant)
+    }
+
+    /// Whether this log holds timings for `variant` (measured or shared).
+    pub fn covers(&self, variant: &str) -> bool {
+        self.variants.iter().any(|v| v == variant) || self.shared.contains_key(variant)
+    }
 }

@@ -44,6 +44,7 @@ impl Judgement {
 /// round order. Each comparison is paired on its own, so a run set aside for human does
 /// not cost the comparison with base its round.
 pub fn paired_rounds(log: &BenchLog, reference: &str, variant: &str) -> Vec<(u32, RoundPair)> {
+    let variant = log.runs_of(variant);
     let mut rounds: Vec<u32> = log
         .runs
         .iter()
@@ -106,6 +107,7 @@ pub fn all_run_means(
     variant: &str,
     benches: &[(String, Better)],
 ) -> Vec<BenchMeans> {
+    let variant = log.runs_of(variant);
     let mean_of = |v: &str, bench: &str| {
         let xs: Vec<f64> = log
             .runs

@@ -116,8 +116,16 @@ pub async fn run_plain(sandbox: &Sandbox, command: &str, timeout: Duration) -> R
     })
 }
 
+/// What the guard says right after the patch.
+pub struct AfterApply {
+    /// The watched files.
+    pub snapshot: Snapshot,
+    /// A digest of the tree as the patch left it: equal digests, byte-identical trees.
+    pub tree: String,
+}
+
 /// After the patch: the guard locks what it changed and snapshots the watched files.
-pub async fn after_apply(sandbox: &Sandbox) -> Result<Snapshot> {
+pub async fn after_apply(sandbox: &Sandbox) -> Result<AfterApply> {
     let nonce = nonce();
     let out = sandbox
         .exec_as(
@@ -129,8 +137,9 @@ pub async fn after_apply(sandbox: &Sandbox) -> Result<Snapshot> {
         )
         .await?;
     #[derive(Deserialize)]
-    struct AfterApply {
+    struct Reported {
         snapshot: Snapshot,
+        tree: String,
     }
     let (json, shown) = split_result(&out.output, &nonce);
     let json = json.ok_or_else(|| {
@@ -140,9 +149,12 @@ pub async fn after_apply(sandbox: &Sandbox) -> Result<Snapshot> {
             last_lines(&shown, 5)
         )
     })?;
-    let parsed: AfterApply =
+    let parsed: Reported =
         serde_json::from_str(json).context("unreadable snapshot from the guard")?;
-    Ok(parsed.snapshot)
+    Ok(AfterApply {
+        snapshot: parsed.snapshot,
+        tree: parsed.tree,
+    })
 }
 
 pub fn last_lines(text: &str, n: usize) -> String {

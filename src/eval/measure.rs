@@ -276,6 +276,7 @@ fn last_lines(text: &str, n: usize) -> String {
 pub async fn measure(
     task: &Task,
     variants: &[Participant<'_>],
+    shared: &BTreeMap<String, String>,
     rule: &DecisionRule,
     schedule: Schedule,
     timeout_scale: f64,
@@ -310,6 +311,7 @@ pub async fn measure(
         dropped: BTreeMap::new(),
         stop_reason: String::new(),
         seconds: 0.0,
+        shared: shared.clone(),
     };
     let mut dropouts: BTreeMap<String, Dropout> = BTreeMap::new();
     let is_reference = |l: &str| l == "base" || l == "human";
@@ -326,7 +328,26 @@ pub async fn measure(
                 !is_reference(l) && !dropouts.contains_key(l) && !done.contains_key(l)
             })
             .collect();
-        if samples_left.is_empty() {
+        // Samples sharing another variant's timings follow it: out with it, decided with
+        // it (their judgement reads its runs); one sharing human's needs base and human.
+        for (label, source) in shared {
+            if let Some(d) = dropouts.get(source).cloned()
+                && !dropouts.contains_key(label)
+            {
+                dropouts.insert(
+                    label.clone(),
+                    Dropout {
+                        status: d.status,
+                        detail: format!("its tree is identical to {source}'s: {}", d.detail),
+                    },
+                );
+            }
+        }
+        let shared_left = shared
+            .keys()
+            .filter(|l| !dropouts.contains_key(*l) && !done.contains_key(*l))
+            .count();
+        if samples_left.is_empty() && shared_left == 0 {
             break "every sample decided or out".to_string();
         }
         if ["base", "human"].iter().any(|r| dropouts.contains_key(*r)) {
@@ -479,9 +500,13 @@ pub async fn measure(
         round += 1;
         // Which samples are finished: enough paired rounds and a decided verdict (strict),
         // or the minimum (gso), or the maximum either way.
-        for &i in &samples_left {
-            let label = &variants[i].label;
-            if dropouts.contains_key(label) {
+        let shared_labels: Vec<&String> = shared.keys().collect();
+        for label in samples_left
+            .iter()
+            .map(|&i| &variants[i].label)
+            .chain(shared_labels)
+        {
+            if dropouts.contains_key(label) || done.contains_key(label) {
                 continue;
             }
             let j = judge(&log, label, rule);

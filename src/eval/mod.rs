@@ -98,6 +98,10 @@ struct Variant {
     manifest: Option<guarded::Snapshot>,
     /// What install and test changed among them, by phase.
     phase_changes: Vec<(&'static str, guarded::Snapshot)>,
+    /// Digest of the tree after the patch (see `guarded::AfterApply`).
+    tree: Option<String>,
+    /// The variant whose timings this one takes: its tree is byte-identical.
+    shared_with: Option<String>,
 }
 
 impl Variant {
@@ -115,6 +119,8 @@ impl Variant {
             secs: PhaseSeconds::default(),
             manifest: None,
             phase_changes: Vec::new(),
+            tree: None,
+            shared_with: None,
         }
     }
 
@@ -260,6 +266,7 @@ fn sample_report(
             .map(|j| j.bench_means.clone())
             .unwrap_or_default(),
         measured_rounds: judgement.as_ref().map(|j| j.rounds()).unwrap_or(0),
+        shared_with: v.shared_with.clone(),
         fingerprint_id: ctx.fingerprint_id.clone(),
         seconds: secs,
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -353,8 +360,13 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
         });
     futures::future::join_all(futures).await;
     check_protection(&mut variants);
-    // Containers of variants that are out already are not needed for measurement.
-    for v in variants.iter().filter(|v| v.failure.is_some()) {
+    share_identical_trees(&mut variants);
+    // Containers of variants that are out already, or take another's timings, are not
+    // needed for measurement.
+    for v in variants
+        .iter()
+        .filter(|v| v.failure.is_some() || v.shared_with.is_some())
+    {
         if let Some(sb) = &v.sandbox {
             let _ = sb.remove().await;
         }
@@ -380,9 +392,14 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     let mut measure_secs = 0.0;
     let mut base_failure = reference_failure(&variants, "");
     if base_failure.is_none() {
-        let participants: Vec<measure::Participant> = variants
+        let shared: BTreeMap<String, String> = variants
             .iter()
             .filter(|v| v.failure.is_none())
+            .filter_map(|v| v.shared_with.clone().map(|s| (v.label.clone(), s)))
+            .collect();
+        let participants: Vec<measure::Participant> = variants
+            .iter()
+            .filter(|v| v.failure.is_none() && v.shared_with.is_none())
             .filter_map(|v| {
                 v.sandbox.as_ref().map(|s| measure::Participant {
                     label: v.label.clone(),
@@ -391,7 +408,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                 })
             })
             .collect();
-        let wanted = participants.iter().any(|p| p.label.starts_with('s'));
+        let wanted = participants.iter().any(|p| p.label.starts_with('s')) || !shared.is_empty();
         if wanted {
             emit(
                 &ctx.events,
@@ -405,6 +422,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
             let outcome = measure::measure(
                 task,
                 &participants,
+                &shared,
                 &ctx.rule,
                 schedule,
                 ctx.budget.timeout_scale,
@@ -459,6 +477,26 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     reports
 }
 
+/// A sample whose tree is byte-identical to base's, human's or an earlier sample's is not
+/// measured again: it takes that variant's timings (identical to human's: HM 1 exactly).
+fn share_identical_trees(variants: &mut [Variant]) {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for v in variants.iter_mut() {
+        let (None, Some(tree)) = (&v.failure, &v.tree) else {
+            continue;
+        };
+        match seen.iter().find(|(_, t)| t == tree) {
+            Some((label, _)) if matches!(v.role, Role::Sample(_)) => {
+                v.apply_log.push_str(&format!(
+                    "the patched tree is byte-identical to {label}'s: not measured again, {label}'s timings are this sample's\n"
+                ));
+                v.shared_with = Some(label.clone());
+            }
+            _ => seen.push((v.label.clone(), tree.clone())),
+        }
+    }
+}
+
 fn write_sample(
     dir: &std::path::Path,
     v: &Variant,
@@ -475,7 +513,7 @@ fn write_sample(
     write_atomic(&dir.join("apply.log"), v.apply_log.as_bytes())?;
     write_atomic(&dir.join("build.log"), v.build_log.as_bytes())?;
     write_atomic(&dir.join("test_output.txt"), v.test_log.as_bytes())?;
-    match log.filter(|l| l.variants.contains(&v.label)) {
+    match log.filter(|l| l.covers(&v.label)) {
         Some(log) => {
             let mut mine = log.clone();
             mine.sample_variant = Some(v.label.clone());
@@ -632,7 +670,10 @@ async fn prepare(
         }
     }
     match guarded::after_apply(sb).await {
-        Ok(snapshot) => v.manifest = Some(snapshot),
+        Ok(after) => {
+            v.manifest = Some(after.snapshot);
+            v.tree = Some(after.tree);
+        }
         Err(e) => return v.fail(Status::Error, format!("{e:#}")),
     }
 
