@@ -344,6 +344,7 @@ mod tests {
             dropped: Default::default(),
             stop_reason: String::new(),
             seconds: 0.0,
+            shared: Default::default(),
         }
     }
 
