@@ -137,6 +137,18 @@ pub struct ReportArgs {
     /// Report even when samples were measured on different machines (they are listed).
     #[arg(long)]
     pub allow_mixed_machines: bool,
+    /// Judge every sample again from its saved timings under this criterion (no Docker).
+    #[arg(long, value_enum)]
+    pub criterion: Option<CriterionArg>,
+    /// With regrading: opt_base needs round(GM speedup over base, 1) >= this.
+    #[arg(long)]
+    pub min_speedup: Option<f64>,
+    /// With regrading: opt_commit needs HM of (human time / patch time) > this.
+    #[arg(long)]
+    pub opt_thresh: Option<f64>,
+    /// With regrading: the bootstrap seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
 /// Exit codes: 0 the run completed, 1 bad input or infrastructure failure (a sample ended
@@ -298,6 +310,44 @@ fn report(a: ReportArgs) -> Result<i32> {
     let run = RunDir {
         root: a.run_dir.clone(),
     };
+    if a.criterion.is_some()
+        || a.min_speedup.is_some()
+        || a.opt_thresh.is_some()
+        || a.seed.is_some()
+    {
+        let old = run.load_run_info()?.decision_rule;
+        let rule = crate::rule::DecisionRule {
+            criterion: match a.criterion {
+                Some(CriterionArg::Strict) => Criterion::Strict,
+                Some(CriterionArg::Gso) => Criterion::Gso,
+                None => old.criterion,
+            },
+            thresholds: crate::metrics::Thresholds {
+                min_speedup: a.min_speedup.unwrap_or(old.thresholds.min_speedup),
+                opt_thresh: a.opt_thresh.unwrap_or(old.thresholds.opt_thresh),
+            },
+            seed: a.seed.unwrap_or(old.seed),
+            ..old
+        };
+        for (flag, v) in [
+            ("--min-speedup", rule.thresholds.min_speedup),
+            ("--opt-thresh", rule.thresholds.opt_thresh),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                anyhow::bail!("{flag}: {v} is not a positive number");
+            }
+        }
+        let r = crate::regrade::regrade(&run, rule)?;
+        eprintln!(
+            "regraded {} measured sample(s) from their saved timings under criterion {} (min_speedup {}, opt_thresh {}, seed {}); {} changed verdict",
+            r.samples,
+            rule.criterion.as_str(),
+            rule.thresholds.min_speedup,
+            rule.thresholds.opt_thresh,
+            rule.seed,
+            r.changed
+        );
+    }
     let summary = crate::report::summarise(&run)
         .with_context(|| format!("{}: cannot summarise", a.run_dir.display()))?;
     let mixed = crate::report::mixed_fingerprints(&summary);

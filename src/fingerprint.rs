@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::docker::Engine;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fingerprint {
     pub cpu_model: String,
     pub cores: usize,

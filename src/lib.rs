@@ -17,6 +17,7 @@ pub mod patch;
 pub mod plan;
 pub mod predictions;
 pub mod protect;
+pub mod regrade;
 pub mod report;
 pub mod results;
 pub mod rule;

@@ -363,6 +363,10 @@ pub struct RunInfo {
     /// The signal that stopped the run ("SIGINT", "SIGTERM"), when one did.
     #[serde(default)]
     pub interrupted: Option<String>,
+    /// `harness report --criterion ...` runs that judged the samples again, oldest first;
+    /// `decision_rule` is the latest rule.
+    #[serde(default)]
+    pub regradings: Vec<crate::regrade::Regrading>,
 }
 
 impl RunDir {

@@ -373,6 +373,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         warnings: warnings.clone(),
         samples: Some(expected),
         interrupted: None,
+        regradings: Vec::new(),
     };
     write_json(&run_dir.run_json(), &info)?;
 

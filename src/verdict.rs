@@ -137,6 +137,30 @@ pub fn all_run_means(
     out
 }
 
+/// The verdict fields of a sample's `report.json`, from its judgement (`None`: it was not
+/// measured, or did not pass).
+pub fn apply_to(
+    report: &mut crate::results::SampleReport,
+    j: Option<&Judgement>,
+    rule: &DecisionRule,
+) {
+    let passed = report.status == crate::results::Status::Passed;
+    let j = j.filter(|_| passed);
+    let (base, commit) = j
+        .map(|j| (j.opt_base, j.opt_commit))
+        .unwrap_or((Decision::No, Decision::No));
+    report.criterion = rule.criterion.as_str().to_string();
+    report.decision_base = base;
+    report.decision_commit = commit;
+    report.opt_base = base == Decision::Yes;
+    report.opt_commit = commit == Decision::Yes;
+    report.inconclusive = passed && (base == Decision::Undecided || commit == Decision::Undecided);
+    report.opt_stats = j.and_then(|j| j.stats.clone());
+    report.intervals = j.and_then(|j| j.intervals.clone());
+    report.bench_means = j.map(|j| j.bench_means.clone()).unwrap_or_default();
+    report.measured_rounds = j.map(|j| j.rounds()).unwrap_or(0);
+}
+
 /// The verdict of `variant` from what `log` holds. Under `gso` the decision is GSO's rule
 /// on the means (always decided); under `strict` the same thresholds must hold for the
 /// whole confidence interval.

@@ -234,13 +234,7 @@ fn sample_report(
             judgement = Some(judge(log, &v.label, &ctx.rule));
         }
     }
-    let (decision_base, decision_commit) = judgement
-        .as_ref()
-        .map(|j| (j.opt_base, j.opt_commit))
-        .unwrap_or((Decision::No, Decision::No));
-    let inconclusive = status == Status::Passed
-        && (decision_base == Decision::Undecided || decision_commit == Decision::Undecided);
-    SampleReport {
+    let mut report = SampleReport {
         schema_version: crate::results::SCHEMA_VERSION,
         instance_id: task.id.clone(),
         model: ctx.model.clone(),
@@ -253,25 +247,24 @@ fn sample_report(
         patch_sha256: s.prediction.patch_sha256(),
         image: image.to_string(),
         result_key: s.result_key.clone(),
-        criterion: ctx.rule.criterion.as_str().to_string(),
-        opt_base: decision_base == Decision::Yes,
-        opt_commit: decision_commit == Decision::Yes,
-        decision_base,
-        decision_commit,
-        inconclusive,
-        opt_stats: judgement.as_ref().and_then(|j| j.stats.clone()),
-        intervals: judgement.as_ref().and_then(|j| j.intervals.clone()),
-        bench_means: judgement
-            .as_ref()
-            .map(|j| j.bench_means.clone())
-            .unwrap_or_default(),
-        measured_rounds: judgement.as_ref().map(|j| j.rounds()).unwrap_or(0),
+        criterion: String::new(),
+        opt_base: false,
+        opt_commit: false,
+        decision_base: Decision::No,
+        decision_commit: Decision::No,
+        inconclusive: false,
+        opt_stats: None,
+        intervals: None,
+        bench_means: Vec::new(),
+        measured_rounds: 0,
         shared_with: v.shared_with.clone(),
         fingerprint_id: ctx.fingerprint_id.clone(),
         seconds: secs,
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
         finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    }
+    };
+    crate::verdict::apply_to(&mut report, judgement.as_ref(), &ctx.rule);
+    report
 }
 
 fn finish_sample(

@@ -12,7 +12,7 @@ from more_itertools import all_equal
 
 SEED = int(os.environ.get("HARNESS_BENCH_SEED", "0"))
 rng = random.Random(SEED)
-REPS = 60
+REPS = 180
 
 # 4000 short sequences of mixed kinds: about half are uniform, the rest differ somewhere.
 seqs = []
