@@ -8,6 +8,17 @@ use crate::events::Verbosity;
 use crate::metrics::Thresholds;
 use crate::results::sanitize;
 pub use crate::rule::Criterion;
+use crate::rule::DecisionRule;
+
+/// What the measurement may spend, from the command line over each task's own settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    /// None: the task's own `measure.max_seconds`.
+    pub max_seconds: Option<f64>,
+    pub timeout_scale: f64,
+}
 
 /// Everything `opt-at-k` needs, checked.
 #[derive(Debug, Clone)]
@@ -20,14 +31,10 @@ pub struct RunPlan {
     pub run_id: String,
     pub instance_ids: Vec<String>,
     pub jobs: usize,
-    pub timeout_scale: f64,
-    pub thresholds: Thresholds,
-    pub criterion: Criterion,
-    pub seed: u64,
-    /// Round and time budget overrides for every task's measurement.
-    pub min_rounds: Option<u32>,
-    pub max_rounds: Option<u32>,
-    pub max_measure_seconds: Option<f64>,
+    /// How verdicts are reached (criterion, thresholds, seed, estimator).
+    pub rule: DecisionRule,
+    /// What every task's measurement may spend, over the task's own settings.
+    pub budget: Budget,
     pub verbosity: Verbosity,
     pub json: bool,
     /// The command line, for run.json.
@@ -130,16 +137,23 @@ impl RunPlan {
             run_id,
             instance_ids: raw.instance_ids,
             jobs,
-            timeout_scale: raw.timeout_scale,
-            thresholds: Thresholds {
-                min_speedup: raw.min_speedup,
-                opt_thresh: raw.opt_thresh,
+            rule: DecisionRule {
+                criterion: raw.criterion,
+                thresholds: Thresholds {
+                    min_speedup: raw.min_speedup,
+                    opt_thresh: raw.opt_thresh,
+                },
+                seed: raw.seed,
+                confidence: crate::rule::CONFIDENCE,
+                resamples: crate::rule::RESAMPLES,
+                estimator: crate::rule::ESTIMATOR,
             },
-            criterion: raw.criterion,
-            seed: raw.seed,
-            min_rounds: raw.min_rounds,
-            max_rounds: raw.max_rounds,
-            max_measure_seconds: raw.max_measure_seconds,
+            budget: Budget {
+                min_rounds: raw.min_rounds,
+                max_rounds: raw.max_rounds,
+                max_seconds: raw.max_measure_seconds,
+                timeout_scale: raw.timeout_scale,
+            },
             verbosity: raw.verbosity,
             json: raw.json,
             command: std::env::args().collect(),

@@ -103,6 +103,7 @@ mod tests {
             seed: 0,
             confidence: 0.95,
             resamples: 200,
+            estimator: crate::rule::Estimator::Mean,
         }
     }
 

@@ -27,6 +27,31 @@ impl Criterion {
 pub const CONFIDENCE: f64 = 0.95;
 pub const RESAMPLES: usize = 2000;
 
+/// How the runs of one variant and bench make the figure its speedups are taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Estimator {
+    /// The mean of the runs (GSO's, and this harness's before it measured better).
+    #[default]
+    Mean,
+    /// A low quantile of the runs (0.1 = the 10th percentile, linear between runs): the time
+    /// of a run the machine did not slow down. Noise on a shared machine only ever adds
+    /// time, in bursts; the low tail stays put while the mean moves with every burst.
+    Quantile(f64),
+}
+
+impl Estimator {
+    pub fn describe(self) -> String {
+        match self {
+            Estimator::Mean => "mean".into(),
+            Estimator::Quantile(q) => format!("{:.0}th percentile", q * 100.0),
+        }
+    }
+}
+
+/// The estimator strict applies.
+pub const ESTIMATOR: Estimator = Estimator::Mean;
+
 /// How verdicts are reached; recorded in run.json and every report.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRule {
@@ -35,4 +60,18 @@ pub struct DecisionRule {
     pub seed: u64,
     pub confidence: f64,
     pub resamples: usize,
+    /// The figure of a variant's runs under strict (gso always takes means). Runs folders
+    /// of older builds, without it, were judged on means.
+    #[serde(default)]
+    pub estimator: Estimator,
+}
+
+impl DecisionRule {
+    /// The estimator the rule's criterion applies: GSO's means under gso.
+    pub fn figure(&self) -> Estimator {
+        match self.criterion {
+            Criterion::Gso => Estimator::Mean,
+            Criterion::Strict => self.estimator,
+        }
+    }
 }

@@ -57,18 +57,22 @@ fn sha256_file(path: &std::path::Path) -> Result<String> {
 fn measurement_settings(plan: &RunPlan, task: &Task) -> BTreeMap<&'static str, String> {
     let mut s = BTreeMap::new();
     s.insert("protocol", "interleaved-rotating-adaptive-v2".to_string());
-    s.insert("criterion", plan.criterion.as_str().to_string());
-    s.insert("seed", plan.seed.to_string());
+    s.insert("criterion", plan.rule.criterion.as_str().to_string());
+    s.insert("seed", plan.rule.seed.to_string());
+    s.insert("estimator", plan.rule.estimator.describe());
     s.insert(
         "budget",
         format!(
             "{:?}|{:?}|{:?}|{}",
-            plan.min_rounds, plan.max_rounds, plan.max_measure_seconds, task.measure_max_seconds
+            plan.budget.min_rounds,
+            plan.budget.max_rounds,
+            plan.budget.max_seconds,
+            task.measure_max_seconds
         ),
     );
-    s.insert("min_speedup", plan.thresholds.min_speedup.to_string());
-    s.insert("opt_thresh", plan.thresholds.opt_thresh.to_string());
-    s.insert("timeout_scale", plan.timeout_scale.to_string());
+    s.insert("min_speedup", plan.rule.thresholds.min_speedup.to_string());
+    s.insert("opt_thresh", plan.rule.thresholds.opt_thresh.to_string());
+    s.insert("timeout_scale", plan.budget.timeout_scale.to_string());
     s.insert(
         "install",
         format!("{:?}|{:?}", task.install, task.install_timeout),
@@ -329,13 +333,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         emit(events, e);
     }
 
-    let rule = crate::rule::DecisionRule {
-        criterion: plan.criterion,
-        thresholds: plan.thresholds,
-        seed: plan.seed,
-        confidence: crate::rule::CONFIDENCE,
-        resamples: crate::rule::RESAMPLES,
-    };
+    let rule = plan.rule;
     let dataset_digest = hex::encode(Sha256::digest(digests.join("\n").as_bytes()));
     let mut info = RunInfo {
         schema_version: crate::results::SCHEMA_VERSION,
@@ -356,13 +354,13 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
                 })
             })
             .collect::<Result<_>>()?,
-        criterion: plan.criterion.as_str().to_string(),
-        thresholds: plan.thresholds,
+        criterion: plan.rule.criterion.as_str().to_string(),
+        thresholds: plan.rule.thresholds,
         decision_rule: rule,
-        min_rounds: plan.min_rounds,
-        max_rounds: plan.max_rounds,
-        max_measure_seconds: plan.max_measure_seconds,
-        timeout_scale: plan.timeout_scale,
+        min_rounds: plan.budget.min_rounds,
+        max_rounds: plan.budget.max_rounds,
+        max_measure_seconds: plan.budget.max_seconds,
+        timeout_scale: plan.budget.timeout_scale,
         jobs: plan.jobs,
         cpu_plan: cpu_plan.clone(),
         fingerprint,
@@ -382,12 +380,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         run_id: plan.run_id.clone(),
         model: plan.model.clone(),
         rule,
-        budget: crate::eval::measure::Budget {
-            min_rounds: plan.min_rounds,
-            max_rounds: plan.max_rounds,
-            max_seconds: plan.max_measure_seconds,
-            timeout_scale: plan.timeout_scale,
-        },
+        budget: plan.budget,
         slots: Arc::new(crate::cpuset::SlotPool::new(&cpu_plan)),
         fingerprint_id: fingerprint_id.clone(),
         events: events.clone(),

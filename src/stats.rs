@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::rule::Estimator;
 use crate::task::Better;
 
 /// SplitMix64: a tiny, fully specified generator, so a seed gives the same intervals on
@@ -95,16 +96,42 @@ pub struct SpeedupIntervals {
     pub per_bench: std::collections::BTreeMap<String, Interval>,
 }
 
-/// Per-bench speedups of the patch over the reference, from the means of the rounds.
-fn speedups(rounds: &[&RoundPair], benches: &[(String, Better)]) -> Option<Vec<f64>> {
-    let n = rounds.len() as f64;
+/// The figure of a set of runs under an estimator. For a higher-is-better figure the low
+/// quantile is taken of its inverse (the "cost"), so noise is cut from the same side.
+pub fn location(xs: &mut [f64], est: Estimator, better: Better) -> f64 {
+    match est {
+        Estimator::Mean => xs.iter().sum::<f64>() / xs.len() as f64,
+        Estimator::Quantile(q) => {
+            xs.sort_by(f64::total_cmp);
+            match better {
+                Better::Lower => percentile(xs, q),
+                Better::Higher => percentile(xs, 1.0 - q),
+            }
+        }
+    }
+}
+
+/// Per-bench speedups of the patch over the reference, from the rounds' figures.
+fn speedups(
+    rounds: &[&RoundPair],
+    benches: &[(String, Better)],
+    est: Estimator,
+) -> Option<Vec<f64>> {
+    let mut r = Vec::with_capacity(rounds.len());
+    let mut x = Vec::with_capacity(rounds.len());
     benches
         .iter()
         .enumerate()
         .map(|(b, (_, better))| {
-            let r = rounds.iter().map(|p| p.reference[b]).sum::<f64>() / n;
-            let x = rounds.iter().map(|p| p.patch[b]).sum::<f64>() / n;
-            let s = crate::metrics::speedup(*better, x, r);
+            r.clear();
+            x.clear();
+            r.extend(rounds.iter().map(|p| p.reference[b]));
+            x.extend(rounds.iter().map(|p| p.patch[b]));
+            let s = crate::metrics::speedup(
+                *better,
+                location(&mut x, est, *better),
+                location(&mut r, est, *better),
+            );
             (s.is_finite() && s > 0.0).then_some(s)
         })
         .collect()
@@ -148,6 +175,7 @@ pub const MIN_INTERVAL_ROUNDS: usize = 5;
 pub fn ratio_interval(
     rounds: &[RoundPair],
     benches: &[(String, Better)],
+    est: Estimator,
     agg: Aggregate,
     confidence: f64,
     resamples: usize,
@@ -164,7 +192,7 @@ pub fn ratio_interval(
     if complete.len() < MIN_INTERVAL_ROUNDS || benches.is_empty() {
         return None;
     }
-    let point = speedups(&complete, benches)?;
+    let point = speedups(&complete, benches, est)?;
     let overall_point = combine(&point, agg)?;
     let mut rng = SplitMix64::new(seed);
     let mut overall = Vec::with_capacity(resamples);
@@ -175,7 +203,7 @@ pub fn ratio_interval(
         for _ in 0..complete.len() {
             pick.push(complete[rng.below(complete.len())]);
         }
-        let Some(sp) = speedups(&pick, benches) else {
+        let Some(sp) = speedups(&pick, benches, est) else {
             continue;
         };
         if let Some(c) = combine(&sp, agg) {
@@ -308,6 +336,7 @@ mod tests {
         ratio_interval(
             rounds,
             &benches(),
+            Estimator::Mean,
             Aggregate::Geometric,
             0.95,
             resamples,
@@ -363,13 +392,33 @@ mod tests {
                 patch: vec![1.0, 1.0],
             })
             .collect();
-        let r = ratio_interval(&rounds, &two, Aggregate::Harmonic, 0.95, 100, 1).unwrap();
+        let r = ratio_interval(
+            &rounds,
+            &two,
+            Estimator::Mean,
+            Aggregate::Harmonic,
+            0.95,
+            100,
+            1,
+        )
+        .unwrap();
         // Constant rounds: HM(2, 8) = 3.2 exactly, with a zero-width interval.
         assert!((r.overall.estimate - 3.2).abs() < 1e-12);
         assert!((r.overall.hi - r.overall.lo).abs() < 1e-12);
         assert_eq!(r.per_bench.len(), 2);
         assert!((r.per_bench[1].estimate - 8.0).abs() < 1e-12);
-        assert!(ratio_interval(&rounds[..4], &two, Aggregate::Harmonic, 0.95, 100, 1).is_none());
+        assert!(
+            ratio_interval(
+                &rounds[..4],
+                &two,
+                Estimator::Mean,
+                Aggregate::Harmonic,
+                0.95,
+                100,
+                1
+            )
+            .is_none()
+        );
     }
 
     #[test]

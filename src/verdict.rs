@@ -205,6 +205,7 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
         ratio_interval(
             rounds,
             &benches,
+            rule.figure(),
             agg,
             rule.confidence,
             rule.resamples,
@@ -379,6 +380,7 @@ mod tests {
             seed: 3,
             confidence: 0.95,
             resamples: 200,
+            estimator: crate::rule::Estimator::Mean,
         }
     }
 

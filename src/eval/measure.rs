@@ -70,15 +70,7 @@ pub struct MeasureOutcome {
     pub dropouts: BTreeMap<String, Dropout>,
 }
 
-/// What the measurement may spend, from the task and the command line.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Budget {
-    pub min_rounds: Option<u32>,
-    pub max_rounds: Option<u32>,
-    /// None: the task's own `measure.max_seconds`.
-    pub max_seconds: Option<f64>,
-    pub timeout_scale: f64,
-}
+pub use crate::plan::Budget;
 
 /// The schedule for a task: warmups = the most any bench asks, rounds from `runs` (min)
 /// and `max_runs` (max), overridden from the command line. Under `gso` the number of
@@ -800,6 +792,7 @@ mod tests {
             seed: 0,
             confidence: 0.95,
             resamples: 100,
+            estimator: crate::rule::Estimator::Mean,
         }
     }
 
