@@ -78,6 +78,9 @@ pub struct OptAtKArgs {
     /// Wall-time budget of each task's measurement (default: the task's measure.max_seconds).
     #[arg(long)]
     pub max_measure_seconds: Option<f64>,
+    /// Containers per variant under strict (default: the task's measure.replicas, else 3).
+    #[arg(long)]
+    pub replicas: Option<u32>,
     /// opt_base needs round(GM speedup over base, 1) >= this.
     #[arg(long, default_value_t = 1.2)]
     pub min_speedup: f64,
@@ -196,6 +199,7 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         min_rounds: a.min_rounds,
         max_rounds: a.max_rounds,
         max_measure_seconds: a.max_measure_seconds,
+        replicas: a.replicas,
         verbosity,
         json: a.json,
     })?;

@@ -18,6 +18,7 @@ pub mod plan;
 pub mod predictions;
 pub mod protect;
 pub mod regrade;
+pub mod replicated;
 pub mod report;
 pub mod results;
 pub mod rule;

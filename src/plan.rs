@@ -18,6 +18,8 @@ pub struct Budget {
     /// None: the task's own `measure.max_seconds`.
     pub max_seconds: Option<f64>,
     pub timeout_scale: f64,
+    /// Containers per variant (None: the task's, or the default).
+    pub replicas: Option<u32>,
 }
 
 /// Everything `opt-at-k` needs, checked.
@@ -60,6 +62,7 @@ pub struct RawRunOptions {
     pub min_rounds: Option<u32>,
     pub max_rounds: Option<u32>,
     pub max_measure_seconds: Option<f64>,
+    pub replicas: Option<u32>,
     pub verbosity: Verbosity,
     pub json: bool,
 }
@@ -105,6 +108,9 @@ impl RunPlan {
             && max < min
         {
             bail!("--max-rounds {max} is below --min-rounds {min}");
+        }
+        if raw.replicas == Some(0) {
+            bail!("--replicas: must be at least 1");
         }
         if raw.max_rounds == Some(0) {
             bail!("--max-rounds: must be at least 1");
@@ -153,6 +159,7 @@ impl RunPlan {
                 max_rounds: raw.max_rounds,
                 max_seconds: raw.max_measure_seconds,
                 timeout_scale: raw.timeout_scale,
+                replicas: raw.replicas,
             },
             verbosity: raw.verbosity,
             json: raw.json,

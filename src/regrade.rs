@@ -135,6 +135,7 @@ mod tests {
                     disturbed: None,
                     output_digest: None,
                     lingering_killed: 0,
+                    replica: 0,
                 });
             }
         }

@@ -63,11 +63,13 @@ fn measurement_settings(plan: &RunPlan, task: &Task) -> BTreeMap<&'static str, S
     s.insert(
         "budget",
         format!(
-            "{:?}|{:?}|{:?}|{}",
+            "{:?}|{:?}|{:?}|{}|{:?}|{:?}",
             plan.budget.min_rounds,
             plan.budget.max_rounds,
             plan.budget.max_seconds,
-            task.measure_max_seconds
+            task.measure_max_seconds,
+            plan.budget.replicas,
+            task.replicas
         ),
     );
     s.insert("min_speedup", plan.rule.thresholds.min_speedup.to_string());

@@ -48,6 +48,7 @@ struct RawTask {
 #[serde(deny_unknown_fields)]
 struct RawMeasure {
     max_seconds: Option<f64>,
+    replicas: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -238,6 +239,8 @@ pub struct Task {
     pub benches: Vec<Bench>,
     /// Wall-time budget of the task's whole measurement.
     pub measure_max_seconds: f64,
+    /// Containers per variant under strict (None: the harness's default).
+    pub replicas: Option<u32>,
     pub resources: Resources,
     pub protected: Vec<String>,
     protected_set: Vec<regex::Regex>,
@@ -612,6 +615,10 @@ impl Task {
             test_timeout,
             benches,
             measure_max_seconds,
+            replicas: match raw.measure.replicas {
+                Some(0) => return Err(field_err("measure.replicas", "must be at least 1".into())),
+                r => r,
+            },
             resources,
             protected: raw.protected,
             protected_set,

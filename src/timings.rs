@@ -45,6 +45,9 @@ pub struct RunRecord {
     /// Processes the bench left running, killed after it.
     #[serde(default)]
     pub lingering_killed: u64,
+    /// Which of the variant's containers ran it (0 without replicas).
+    #[serde(default)]
+    pub replica: u32,
 }
 
 impl RunRecord {

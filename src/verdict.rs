@@ -8,7 +8,8 @@ use crate::metrics::{
 };
 use crate::rule::{Criterion, DecisionRule};
 use crate::stats::{
-    Aggregate, Decision, RoundPair, SpeedupIntervals, decide, derive_seed, ratio_interval,
+    Aggregate, Decision, Interval, RatioInterval, RoundPair, SpeedupIntervals, decide, derive_seed,
+    ratio_interval,
 };
 use crate::task::Better;
 use crate::timings::BenchLog;
@@ -86,18 +87,113 @@ pub fn paired_rounds(log: &BenchLog, reference: &str, variant: &str) -> Vec<(u32
     out
 }
 
-fn means(pairs: &[(u32, RoundPair)], benches: &[(String, Better)]) -> Vec<BenchPair> {
-    let n = pairs.len() as f64;
+/// Per bench, the figure of the reference and the patch over the paired rounds, under the
+/// estimator (means under gso).
+fn located(
+    pairs: &[(u32, RoundPair)],
+    benches: &[(String, Better)],
+    est: crate::rule::Estimator,
+) -> Vec<BenchPair> {
     benches
         .iter()
         .enumerate()
-        .map(|(i, (name, better))| BenchPair {
-            bench: name.clone(),
-            better: *better,
-            reference: pairs.iter().map(|(_, p)| p.reference[i]).sum::<f64>() / n,
-            patch: pairs.iter().map(|(_, p)| p.patch[i]).sum::<f64>() / n,
+        .map(|(i, (name, better))| {
+            let mut r: Vec<f64> = pairs.iter().map(|(_, p)| p.reference[i]).collect();
+            let mut x: Vec<f64> = pairs.iter().map(|(_, p)| p.patch[i]).collect();
+            BenchPair {
+                bench: name.clone(),
+                better: *better,
+                reference: crate::stats::location(&mut r, est, *better),
+                patch: crate::stats::location(&mut x, est, *better),
+            }
         })
         .collect()
+}
+
+/// Whether the variants of this log ran in more than one container each.
+pub fn replicated(log: &BenchLog) -> bool {
+    log.runs.iter().any(|r| r.replica > 0)
+}
+
+/// Every measured variant's per-container figures over `rounds` (the rounds a comparison
+/// pairs), as log costs: what the between-container spread is pooled from.
+fn replica_figures(
+    log: &BenchLog,
+    rounds: &std::collections::BTreeSet<u32>,
+    benches: &[(String, Better)],
+    est: crate::rule::Estimator,
+) -> crate::replicated::ReplicaFigures {
+    let mut figs = crate::replicated::ReplicaFigures::default();
+    for variant in &log.variants {
+        let mut by_replica: std::collections::BTreeMap<u32, Vec<Vec<f64>>> = Default::default();
+        for r in log
+            .runs
+            .iter()
+            .filter(|r| &r.variant == variant && r.counts() && rounds.contains(&r.round))
+        {
+            let Some(b) = benches.iter().position(|(n, _)| *n == r.bench) else {
+                continue;
+            };
+            let slot = by_replica
+                .entry(r.replica)
+                .or_insert_with(|| vec![Vec::new(); benches.len()]);
+            if let Some(v) = r.value {
+                slot[b].push(v);
+            }
+        }
+        let replicas: Vec<Vec<f64>> = by_replica
+            .into_values()
+            .filter(|per_bench| per_bench.iter().all(|xs| !xs.is_empty()))
+            .map(|mut per_bench| {
+                per_bench
+                    .iter_mut()
+                    .zip(benches)
+                    .map(|(xs, (_, better))| {
+                        let v = crate::stats::location(xs, est, *better);
+                        match better {
+                            Better::Lower => v.ln(),
+                            Better::Higher => -v.ln(),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        if !replicas.is_empty() {
+            figs.log_costs.insert(variant.clone(), replicas);
+        }
+    }
+    figs
+}
+
+/// Per bench, the replica-averaged (geometric mean over containers) figures of the
+/// reference and the patch.
+fn replica_pairs(
+    figs: &crate::replicated::ReplicaFigures,
+    reference: &str,
+    patch: &str,
+    benches: &[(String, Better)],
+) -> Vec<BenchPair> {
+    let avg = |v: &str, b: usize| -> Option<f64> {
+        let reps = figs.log_costs.get(v)?;
+        Some(reps.iter().map(|r| r[b]).sum::<f64>() / reps.len() as f64)
+    };
+    let mut out = Vec::new();
+    for (b, (name, better)) in benches.iter().enumerate() {
+        let (Some(r), Some(x)) = (avg(reference, b), avg(patch, b)) else {
+            return Vec::new();
+        };
+        let value = |log_cost: f64| match better {
+            Better::Lower => log_cost.exp(),
+            Better::Higher => (-log_cost).exp(),
+        };
+        out.push(BenchPair {
+            bench: name.clone(),
+            better: *better,
+            reference: value(r),
+            patch: value(x),
+        });
+    }
+    out
 }
 
 /// Per bench, the mean of every counted run of base, human and `variant` (GSO's means:
@@ -172,10 +268,26 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
         .iter()
         .map(|b| (b.name.clone(), b.better))
         .collect();
+    let est = rule.figure();
+    let replicas = rule.criterion == Criterion::Strict && replicated(log);
+    let source = log.runs_of(variant).to_string();
+    let round_set = |pairs: &[(u32, RoundPair)]| -> std::collections::BTreeSet<u32> {
+        pairs.iter().map(|(r, _)| *r).collect()
+    };
+    let figs_base = replicas.then(|| replica_figures(log, &round_set(&with_base), &benches, est));
+    let figs_human = replicas.then(|| replica_figures(log, &round_set(&with_human), &benches, est));
     let (vs_base, vs_human) = if with_base.is_empty() || with_human.is_empty() {
         (Vec::new(), Vec::new())
+    } else if let (Some(fb), Some(fh)) = (&figs_base, &figs_human) {
+        (
+            replica_pairs(fb, "base", &source, &benches),
+            replica_pairs(fh, "human", &source, &benches),
+        )
     } else {
-        (means(&with_base, &benches), means(&with_human, &benches))
+        (
+            located(&with_base, &benches, est),
+            located(&with_human, &benches, est),
+        )
     };
     // GSO's own figures: per-test means of every run of each variant, unpaired.
     let (stats, bench_means) = match rule.criterion {
@@ -201,21 +313,56 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
     let seed = derive_seed(rule.seed, &[&log.instance_id, variant]);
     let rb: Vec<RoundPair> = with_base.iter().map(|(_, p)| p.clone()).collect();
     let rh: Vec<RoundPair> = with_human.iter().map(|(_, p)| p.clone()).collect();
-    let interval = |rounds: &[RoundPair], agg, tag: &str| {
-        ratio_interval(
-            rounds,
-            &benches,
-            rule.figure(),
-            agg,
-            rule.confidence,
-            rule.resamples,
-            derive_seed(seed, &[tag]),
-        )
+    let interval = |rounds: &[RoundPair],
+                    figs: &Option<crate::replicated::ReplicaFigures>,
+                    reference: &str,
+                    agg,
+                    tag: &str| {
+        if source == reference {
+            // Byte-identical trees: the same timings on both sides, a speedup of exactly 1.
+            let one = Interval {
+                estimate: 1.0,
+                lo: 1.0,
+                hi: 1.0,
+            };
+            return (rounds.len() >= crate::stats::MIN_INTERVAL_ROUNDS).then(|| RatioInterval {
+                overall: one,
+                per_bench: vec![one; benches.len()],
+                rounds: rounds.len(),
+            });
+        }
+        match figs {
+            Some(figs) => (rounds.len() >= crate::stats::MIN_INTERVAL_ROUNDS)
+                .then(|| {
+                    crate::replicated::replica_interval(
+                        figs,
+                        reference,
+                        &source,
+                        benches.len(),
+                        agg,
+                        rule.confidence,
+                    )
+                })
+                .flatten()
+                .map(|mut iv| {
+                    iv.rounds = rounds.len();
+                    iv
+                }),
+            None => ratio_interval(
+                rounds,
+                &benches,
+                est,
+                agg,
+                rule.confidence,
+                rule.resamples,
+                derive_seed(seed, &[tag]),
+            ),
+        }
     };
     let intervals = match (
-        interval(&rb, Aggregate::Geometric, "gm-base"),
-        interval(&rh, Aggregate::Harmonic, "hm-human"),
-        interval(&rh, Aggregate::Geometric, "gm-human"),
+        interval(&rb, &figs_base, "base", Aggregate::Geometric, "gm-base"),
+        interval(&rh, &figs_human, "human", Aggregate::Harmonic, "hm-human"),
+        interval(&rh, &figs_human, "human", Aggregate::Geometric, "gm-human"),
     ) {
         (Some(gb), Some(hh), Some(gh)) => Some(SpeedupIntervals {
             confidence: rule.confidence,
@@ -363,6 +510,7 @@ mod tests {
                     disturbed: None,
                     output_digest: None,
                     lingering_killed: 0,
+                    replica: 0,
                 })
                 .collect(),
             decided_after: Default::default(),

@@ -26,7 +26,8 @@ use crate::verdict::judge;
 /// One variant taking part in a measurement.
 pub struct Participant<'a> {
     pub label: String,
-    pub sandbox: &'a Sandbox,
+    /// Its containers: round r runs in the (r mod n)-th.
+    pub sandboxes: Vec<&'a Sandbox>,
     /// Its watched files right after its patch (see `guarded`).
     pub manifest: Snapshot,
 }
@@ -71,6 +72,22 @@ pub struct MeasureOutcome {
 }
 
 pub use crate::plan::Budget;
+
+/// Containers per variant: `--replicas`, else the task's `measure.replicas`, else
+/// [`DEFAULT_REPLICAS`] under strict; one under gso (GSO's protocol).
+pub fn replicas(task: &Task, rule: &DecisionRule, budget: &Budget) -> usize {
+    match rule.criterion {
+        Criterion::Gso => 1,
+        Criterion::Strict => budget
+            .replicas
+            .or(task.replicas)
+            .unwrap_or(DEFAULT_REPLICAS)
+            .max(1) as usize,
+    }
+}
+
+/// Containers per variant under strict, unless the task or the command line says.
+pub const DEFAULT_REPLICAS: u32 = 3;
 
 /// The schedule for a task: warmups = the most any bench asks, rounds from `runs` (min)
 /// and `max_runs` (max), overridden from the command line. Under `gso` the number of
@@ -379,7 +396,11 @@ pub async fn measure(
                 if dropouts.contains_key(label) {
                     continue;
                 }
-                match run_once(p.sandbox, bench, timeout_scale, seed).await {
+                let replica = round as usize % p.sandboxes.len().max(1);
+                let Some(sandbox) = p.sandboxes.get(replica) else {
+                    continue;
+                };
+                match run_once(sandbox, bench, timeout_scale, seed).await {
                     Ok(result) => {
                         let wall_s = result.wall_ns as f64 / 1e9;
                         let value = extract_value(
@@ -405,6 +426,7 @@ pub async fn measure(
                             disturbed: None,
                             output_digest: result.output_digest.clone(),
                             lingering_killed: result.lingering_killed,
+                            replica: replica as u32,
                         };
                         if result.exit_code == 0 && value.is_some() && !warmup {
                             let history: Vec<&RunRecord> = log
@@ -767,6 +789,7 @@ mod tests {
             disturbed: None,
             output_digest: None,
             lingering_killed: 0,
+            replica: 0,
         }
     }
 
@@ -804,6 +827,7 @@ mod tests {
             max_rounds: None,
             max_seconds: None,
             timeout_scale: 1.0,
+            replicas: None,
         };
         let s = schedule(&task, &rule(Criterion::Strict), &none, Some("1".into()));
         assert_eq!((s.warmup_rounds, s.min_rounds, s.max_rounds), (2, 10, 40));
@@ -818,6 +842,7 @@ mod tests {
             max_rounds: Some(2),
             max_seconds: Some(5.0),
             timeout_scale: 1.0,
+            replicas: None,
         };
         let c = schedule(&task, &rule(Criterion::Strict), &cli, None);
         assert_eq!((c.min_rounds, c.max_rounds, c.max_seconds), (4, 4, 5.0));

@@ -87,6 +87,9 @@ struct Variant {
     role: Role,
     patch: Option<String>,
     sandbox: Option<Sandbox>,
+    /// More containers of the same tree, prepared up to install: the measurement rotates
+    /// over all of them, so no one container's lasting offset decides the verdict.
+    replicas: Vec<Sandbox>,
     /// `None` while it is still fine.
     failure: Option<(Status, String)>,
     strategy: Option<String>,
@@ -111,6 +114,7 @@ impl Variant {
             role,
             patch,
             sandbox: None,
+            replicas: Vec::new(),
             failure: None,
             strategy: None,
             apply_log: String::new(),
@@ -349,18 +353,45 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                 input.cpuset.clone(),
                 &guard_config,
                 v,
+                0,
             )
         });
     futures::future::join_all(futures).await;
     check_protection(&mut variants);
     share_identical_trees(&mut variants);
+    // Replicas of every variant still in, when base and human are.
+    let replicas = measure::replicas(task, &ctx.rule, &ctx.budget);
+    if replicas > 1 && variants[..2].iter().all(|v| v.failure.is_none()) {
+        let futures = variants
+            .iter_mut()
+            .filter(|v| v.failure.is_none() && v.shared_with.is_none())
+            .map(|v| async {
+                for r in 1..replicas {
+                    if v.failure.is_some() {
+                        break;
+                    }
+                    prepare(
+                        ctx,
+                        task,
+                        &input.image,
+                        input.cpuset.clone(),
+                        &guard_config,
+                        v,
+                        r,
+                    )
+                    .await;
+                }
+            });
+        futures::future::join_all(futures).await;
+        check_protection(&mut variants);
+    }
     // Containers of variants that are out already, or take another's timings, are not
     // needed for measurement.
     for v in variants
         .iter()
         .filter(|v| v.failure.is_some() || v.shared_with.is_some())
     {
-        if let Some(sb) = &v.sandbox {
+        for sb in v.sandbox.iter().chain(&v.replicas) {
             let _ = sb.remove().await;
         }
     }
@@ -396,7 +427,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
             .filter_map(|v| {
                 v.sandbox.as_ref().map(|s| measure::Participant {
                     label: v.label.clone(),
-                    sandbox: s,
+                    sandboxes: std::iter::once(s).chain(&v.replicas).collect(),
                     manifest: v.manifest.clone().unwrap_or_default(),
                 })
             })
@@ -438,10 +469,10 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     }
 
     for v in &variants {
-        if let Some(sb) = &v.sandbox
-            && let Err(e) = sb.remove().await
-        {
-            emit(&ctx.events, Event::Warn(format!("{}: {e:#}", task.id)));
+        for sb in v.sandbox.iter().chain(&v.replicas) {
+            if let Err(e) = sb.remove().await {
+                emit(&ctx.events, Event::Warn(format!("{}: {e:#}", task.id)));
+            }
         }
     }
 
@@ -536,6 +567,7 @@ fn write_reference_logs(dir: &std::path::Path, refs: &[Variant]) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn prepare(
     ctx: &EvalContext,
     task: &Task,
@@ -543,29 +575,44 @@ async fn prepare(
     cpuset: Option<String>,
     guard_config: &str,
     v: &mut Variant,
+    replica: usize,
 ) {
     let instance = task.id.clone();
-    let phase = |p: &'static str, label: &str| {
+    let label = if replica == 0 {
+        v.label.clone()
+    } else {
+        format!("{}/r{replica}", v.label)
+    };
+    let phase = |p: &'static str| {
         emit(
             &ctx.events,
             Event::Phase {
                 instance: instance.clone(),
-                variant: label.to_string(),
+                variant: label.clone(),
                 phase: p,
             },
         );
     };
+    // What goes wrong in a replica that went right in the first container is the
+    // infrastructure's (or a nondeterministic build's) doing, said as such.
+    let in_replica = |what: String| {
+        if replica == 0 {
+            what
+        } else {
+            format!("replica {replica}: {what}")
+        }
+    };
     let scale = ctx.budget.timeout_scale;
 
-    phase("container", &v.label);
+    phase("container");
     let t = Instant::now();
     let mut labels = HashMap::new();
     labels.insert(LABEL_RUN.to_string(), ctx.run_id.clone());
     labels.insert(LABEL_INSTANCE.to_string(), task.id.clone());
-    labels.insert(LABEL_VARIANT.to_string(), v.label.clone());
+    labels.insert(LABEL_VARIANT.to_string(), label.clone());
     let spec = SandboxSpec {
         image: image.to_string(),
-        name_hint: format!("{}-{}", task.id, v.label),
+        name_hint: format!("{}-{}", task.id, label.replace('/', "-")),
         labels,
         resources: task.resources.clone(),
         cpuset,
@@ -574,11 +621,11 @@ async fn prepare(
     let started = tokio::time::timeout(START_TIMEOUT, Sandbox::start(&ctx.engine, &spec)).await;
     let sandbox = match started {
         Ok(Ok(sb)) => sb,
-        Ok(Err(e)) => return v.fail(Status::Error, format!("{e:#}")),
+        Ok(Err(e)) => return v.fail(Status::Error, in_replica(format!("{e:#}"))),
         Err(_) => {
             return v.fail(
                 Status::Error,
-                "the container did not start within 120 s".into(),
+                in_replica("the container did not start within 120 s".into()),
             );
         }
     };
@@ -592,15 +639,23 @@ async fn prepare(
     if let Some(p) = &patch {
         files.push(("opt/harness/patch.diff", p.as_bytes(), 0o644));
     }
-    if let Err(e) = sandbox.upload("/", &files).await {
-        v.sandbox = Some(sandbox);
-        return v.fail(Status::Error, format!("{e:#}"));
+    let uploaded = sandbox.upload("/", &files).await;
+    let sb: &Sandbox = if replica == 0 {
+        v.secs.container = t.elapsed().as_secs_f64();
+        v.sandbox.insert(sandbox)
+    } else {
+        v.replicas.push(sandbox);
+        match v.replicas.last() {
+            Some(s) => s,
+            None => return,
+        }
+    };
+    if let Err(e) = uploaded {
+        return v.fail(Status::Error, in_replica(format!("{e:#}")));
     }
-    v.secs.container = t.elapsed().as_secs_f64();
-    let sb = v.sandbox.insert(sandbox);
 
     if v.patch.is_some() {
-        phase("apply", &v.label);
+        phase("apply");
         let t = Instant::now();
         let limit = APPLY_TIMEOUT.mul_f64(scale);
         // A sample's patch is applied by the sandbox user, who cannot write protected files
@@ -626,34 +681,36 @@ async fn prepare(
             .await
         {
             Ok(o) => o,
-            Err(e) => return v.fail(Status::Error, format!("apply: {e:#}")),
+            Err(e) => return v.fail(Status::Error, in_replica(format!("apply: {e:#}"))),
         };
-        v.secs.apply = t.elapsed().as_secs_f64();
-        if patch.as_deref() != v.patch.as_deref() {
-            v.apply_log
-                .push_str("(the patch's last line had no newline; one was added)\n");
+        if replica == 0 {
+            v.secs.apply = t.elapsed().as_secs_f64();
+            if patch.as_deref() != v.patch.as_deref() {
+                v.apply_log
+                    .push_str("(the patch's last line had no newline; one was added)\n");
+            }
+            v.apply_log.push_str(&out.output);
+            v.strategy = out
+                .output
+                .lines()
+                .rev()
+                .find_map(|l| l.strip_prefix("HARNESS_APPLY_OK "))
+                .map(str::to_string);
         }
-        v.apply_log.push_str(&out.output);
-        v.strategy = out
-            .output
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_prefix("HARNESS_APPLY_OK "))
-            .map(str::to_string);
         if out.timed_out {
             return v.fail(
                 Status::Timeout,
-                format!(
+                in_replica(format!(
                     "applying the patch ran past its timeout of {:.0} s",
                     limit.as_secs_f64()
-                ),
+                )),
             );
         }
         if !out.success() {
-            if !sb.is_running().await {
+            if replica > 0 || !sb.is_running().await {
                 return v.fail(
                     Status::Error,
-                    "the container stopped while the patch was applied".into(),
+                    in_replica("the patch did not apply again, or the container stopped".into()),
                 );
             }
             return v.fail(
@@ -663,34 +720,47 @@ async fn prepare(
         }
     }
     match guarded::after_apply(sb).await {
-        Ok(after) => {
+        Ok(after) if replica == 0 => {
             v.manifest = Some(after.snapshot);
             v.tree = Some(after.tree);
         }
-        Err(e) => return v.fail(Status::Error, format!("{e:#}")),
+        Ok(after) => {
+            if v.tree.as_deref() != Some(after.tree.as_str()) {
+                return v.fail(
+                    Status::Error,
+                    in_replica("the patched tree differs from the first container's".into()),
+                );
+            }
+        }
+        Err(e) => return v.fail(Status::Error, in_replica(format!("{e:#}"))),
     }
 
     if !task.install.is_empty() {
-        phase("install", &v.label);
+        phase("install");
         let t = Instant::now();
         let limit = task.install_timeout.mul_f64(scale);
         let script = format!("set -e\n{}", task.install.join("\n"));
         let run = match guarded::run_plain(sb, &script, limit).await {
             Ok(o) => o,
-            Err(e) => return v.fail(Status::Error, format!("install: {e:#}")),
+            Err(e) => return v.fail(Status::Error, in_replica(format!("install: {e:#}"))),
         };
-        v.secs.install = t.elapsed().as_secs_f64();
-        v.build_log = run.output.clone();
+        if replica == 0 {
+            v.secs.install = t.elapsed().as_secs_f64();
+            v.build_log = run.output.clone();
+        }
         if let Some(r) = &run.result {
             v.phase_changes.push(("install", r.changes.clone()));
         }
         if let Some(f) = guarded::judge_plain(sb, &run, "install", Status::BuildFailed, limit).await
         {
-            return v.fail(f.0, f.1);
+            return v.fail(f.0, in_replica(f.1));
         }
     }
+    if replica > 0 {
+        return;
+    }
 
-    phase("test", &v.label);
+    phase("test");
     let t = Instant::now();
     let limit = task.test_timeout.mul_f64(scale);
     let run = match guarded::run_plain(sb, &task.test_command, limit).await {
