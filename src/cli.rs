@@ -68,6 +68,10 @@ pub struct OptAtKArgs {
     /// Seed of the bootstrap behind every confidence interval.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The figure strict takes of a variant's runs: mean, median or pNN (a low percentile;
+    /// default: see README, Measurement). GSO's means under gso.
+    #[arg(long)]
+    pub estimator: Option<crate::rule::Estimator>,
     /// Measured rounds at least, for every task (default: the most `runs` of its benches).
     #[arg(long)]
     pub min_rounds: Option<u32>,
@@ -152,6 +156,9 @@ pub struct ReportArgs {
     /// With regrading: the bootstrap seed.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// With regrading: the figure strict takes of a variant's runs (mean, median, pNN).
+    #[arg(long)]
+    pub estimator: Option<crate::rule::Estimator>,
 }
 
 /// Exit codes: 0 the run completed, 1 bad input or infrastructure failure (a sample ended
@@ -196,6 +203,7 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
             CriterionArg::Gso => Criterion::Gso,
         },
         seed: a.seed,
+        estimator: a.estimator,
         min_rounds: a.min_rounds,
         max_rounds: a.max_rounds,
         max_measure_seconds: a.max_measure_seconds,
@@ -318,6 +326,7 @@ fn report(a: ReportArgs) -> Result<i32> {
         || a.min_speedup.is_some()
         || a.opt_thresh.is_some()
         || a.seed.is_some()
+        || a.estimator.is_some()
     {
         let old = run.load_run_info()?.decision_rule;
         let rule = crate::rule::DecisionRule {
@@ -331,6 +340,7 @@ fn report(a: ReportArgs) -> Result<i32> {
                 opt_thresh: a.opt_thresh.unwrap_or(old.thresholds.opt_thresh),
             },
             seed: a.seed.unwrap_or(old.seed),
+            estimator: a.estimator.unwrap_or(old.estimator),
             ..old
         };
         for (flag, v) in [

@@ -59,6 +59,7 @@ pub struct RawRunOptions {
     pub opt_thresh: f64,
     pub criterion: Criterion,
     pub seed: u64,
+    pub estimator: Option<crate::rule::Estimator>,
     pub min_rounds: Option<u32>,
     pub max_rounds: Option<u32>,
     pub max_measure_seconds: Option<f64>,
@@ -152,7 +153,7 @@ impl RunPlan {
                 seed: raw.seed,
                 confidence: crate::rule::CONFIDENCE,
                 resamples: crate::rule::RESAMPLES,
-                estimator: crate::rule::ESTIMATOR,
+                estimator: raw.estimator.unwrap_or(crate::rule::ESTIMATOR),
             },
             budget: Budget {
                 min_rounds: raw.min_rounds,

@@ -40,6 +40,24 @@ pub enum Estimator {
     Quantile(f64),
 }
 
+impl std::str::FromStr for Estimator {
+    type Err = String;
+
+    /// `mean`, `median`, or `pNN` (the NN-th percentile, 1 to 99).
+    fn from_str(s: &str) -> Result<Estimator, String> {
+        match s {
+            "mean" => Ok(Estimator::Mean),
+            "median" => Ok(Estimator::Quantile(0.5)),
+            _ => s
+                .strip_prefix('p')
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| (1..=99).contains(n))
+                .map(|n| Estimator::Quantile(f64::from(n) / 100.0))
+                .ok_or_else(|| format!("{s:?}: use mean, median or pNN (a percentile, p1 to p99)")),
+        }
+    }
+}
+
 impl Estimator {
     pub fn describe(self) -> String {
         match self {
