@@ -162,6 +162,7 @@ mod tests {
                 max_rounds: 12,
                 max_seconds: 60.0,
                 cpuset: None,
+                replicas: 1,
             },
             rounds: vec![],
             runs,

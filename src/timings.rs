@@ -92,6 +92,13 @@ pub struct Schedule {
     pub max_rounds: u32,
     pub max_seconds: f64,
     pub cpuset: Option<String>,
+    /// Containers per variant; round r runs in the (r mod replicas)-th.
+    #[serde(default = "one")]
+    pub replicas: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// `bench.json`: every timing of every round of one task's measurement.

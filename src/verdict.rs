@@ -488,6 +488,7 @@ mod tests {
                 max_rounds: 6,
                 max_seconds: 60.0,
                 cpuset: None,
+                replicas: 1,
             },
             rounds: vec![],
             runs: runs

@@ -89,8 +89,9 @@ pub fn replicas(task: &Task, rule: &DecisionRule, budget: &Budget) -> usize {
 /// Containers per variant under strict, unless the task or the command line says.
 pub const DEFAULT_REPLICAS: u32 = 3;
 
-/// The schedule for a task: warmups = the most any bench asks, rounds from `runs` (min)
-/// and `max_runs` (max), overridden from the command line. Under `gso` the number of
+/// The schedule for a task: warmups = the most any bench asks, in every container (round r
+/// runs in replica r mod C, so the first warmups × C rounds are warmups); rounds from `runs`
+/// (min) and `max_runs` (max), overridden from the command line. Under `gso` the number of
 /// rounds is fixed at the minimum, as GSO does.
 pub fn schedule(
     task: &Task,
@@ -98,7 +99,8 @@ pub fn schedule(
     budget: &Budget,
     cpuset: Option<String>,
 ) -> Schedule {
-    let warmup_rounds = task.benches.iter().map(|b| b.warmups).max().unwrap_or(0);
+    let replicas = replicas(task, rule, budget) as u32;
+    let warmup_rounds = task.benches.iter().map(|b| b.warmups).max().unwrap_or(0) * replicas;
     let min_rounds = budget
         .min_rounds
         .unwrap_or_else(|| task.benches.iter().map(|b| b.runs).max().unwrap_or(1))
@@ -123,6 +125,7 @@ pub fn schedule(
         max_rounds,
         max_seconds: budget.max_seconds.unwrap_or(task.measure_max_seconds),
         cpuset,
+        replicas,
     }
 }
 
@@ -830,7 +833,12 @@ mod tests {
             replicas: None,
         };
         let s = schedule(&task, &rule(Criterion::Strict), &none, Some("1".into()));
-        assert_eq!((s.warmup_rounds, s.min_rounds, s.max_rounds), (2, 10, 40));
+        // Two warmups in each of the default three containers.
+        assert_eq!(s.replicas, DEFAULT_REPLICAS);
+        assert_eq!(
+            (s.warmup_rounds, s.min_rounds, s.max_rounds),
+            (2 * DEFAULT_REPLICAS, 10, 40)
+        );
         assert_eq!(s.max_seconds, 900.0);
         assert_eq!(s.cpuset.as_deref(), Some("1"));
         // gso: a fixed number of rounds, as GSO does.
@@ -900,6 +908,7 @@ mod tests {
             max_rounds: 30,
             max_seconds: 60.0,
             cpuset: None,
+            replicas: 1,
         };
         assert!(
             !sample_finished(&strict, 9, true),
