@@ -97,13 +97,7 @@ impl Fingerprint {
     }
 
     pub async fn collect(engine: &Engine) -> Fingerprint {
-        let docker_version = engine
-            .api
-            .version()
-            .await
-            .ok()
-            .and_then(|v| v.version)
-            .unwrap_or_else(|| "unknown".into());
+        let docker_version = engine.server_version().await;
         let (gpus, gpu_driver) = nvidia_gpus(std::path::Path::new("/proc/driver/nvidia"));
         Fingerprint {
             cpu_model: cpu_model(),

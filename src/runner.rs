@@ -197,14 +197,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     ensure_base_images(&engine, &tasks, &say).await?;
     let fingerprint = Fingerprint::collect(&engine).await;
     let fingerprint_id = fingerprint.id();
-    let machine_cores = engine
-        .api
-        .info()
-        .await
-        .ok()
-        .and_then(|i| i.ncpu)
-        .map(|n| n.max(1) as usize)
-        .unwrap_or(fingerprint.cores);
+    let machine_cores = engine.host_cpus().await.unwrap_or(fingerprint.cores);
     let width = tasks
         .iter()
         .map(|t| crate::cpuset::width_for(t.resources.cpus))

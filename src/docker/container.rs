@@ -324,22 +324,6 @@ impl Sandbox {
         .await
     }
 
-    /// How many processes the kernel's OOM killer has killed in this container's cgroup.
-    pub async fn oom_kills(&self) -> Option<u64> {
-        let out = self
-            .sh(
-                "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control",
-                Duration::from_secs(10),
-                16 * 1024,
-            )
-            .await
-            .ok()?;
-        out.output.lines().find_map(|l| {
-            l.strip_prefix("oom_kill ")
-                .and_then(|n| n.trim().parse().ok())
-        })
-    }
-
     /// Whether Docker saw the container itself die of OOM.
     pub async fn oom_killed(&self) -> bool {
         self.engine
@@ -386,15 +370,6 @@ impl Sandbox {
             self.engine.untrack(&self.id);
         }
         result
-    }
-
-    /// Inspect data, for checks on limits and pinning.
-    pub async fn inspect(&self) -> Result<bollard::models::ContainerInspectResponse> {
-        self.engine
-            .api
-            .inspect_container(&self.id, None)
-            .await
-            .with_context(|| format!("cannot inspect container {}", self.name))
     }
 }
 

@@ -24,7 +24,7 @@ pub const LABEL_DIGEST: &str = "org.harness.digest";
 /// Ctrl-C can remove them.
 #[derive(Clone)]
 pub struct Engine {
-    pub api: bollard::Docker,
+    pub(crate) api: bollard::Docker,
     owner: String,
     live: Arc<Mutex<BTreeSet<String>>>,
 }
@@ -52,6 +52,26 @@ impl Engine {
             owner: owner_token(std::process::id()),
             live: Arc::new(Mutex::new(BTreeSet::new())),
         })
+    }
+
+    /// The engine's version string ("unknown" when it does not say).
+    pub async fn server_version(&self) -> String {
+        self.api
+            .version()
+            .await
+            .ok()
+            .and_then(|v| v.version)
+            .unwrap_or_else(|| "unknown".into())
+    }
+
+    /// How many CPUs the engine's host has, when it says.
+    pub async fn host_cpus(&self) -> Option<usize> {
+        self.api
+            .info()
+            .await
+            .ok()
+            .and_then(|i| i.ncpu)
+            .map(|n| n.max(1) as usize)
     }
 
     pub fn owner(&self) -> &str {
@@ -92,7 +112,7 @@ impl Engine {
     }
 
     /// Labelled containers of this harness, optionally only those of one run.
-    pub async fn list_managed(
+    async fn list_managed(
         &self,
         extra_label: Option<(&str, &str)>,
     ) -> Result<Vec<bollard::models::ContainerSummary>> {

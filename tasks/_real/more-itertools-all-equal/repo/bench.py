@@ -1,4 +1,5 @@
-"""Benchmark: more_itertools.all_equal on many short sequences (rows, words, tuples).
+"""Benchmark: more_itertools.all_equal on many short sequences (rows, words, tuples)
+and a few long columns.
 
 The inputs are built from HARNESS_BENCH_SEED (a fresh seed every round, the same for
 base, human and every sample), so the answer changes with the seed while the amount of
@@ -40,11 +41,20 @@ for i in range(4000):
 words = ["".join(rng.choice("aA") for _ in range(rng.randrange(1, 7))) for _ in range(500)]
 fold = [str.casefold] * len(words)
 
+# A few long columns of a table: constant ones and ones that change near the end.
+columns = []
+for c in range(4):
+    col = [rng.randrange(3)] * 20000
+    if rng.random() < 0.5:
+        col[-1 - rng.randrange(50)] += 1
+    columns.append(col)
+
 uniform = 0
 crc = 0
 for rep in range(REPS):
     flags = list(map(all_equal, seqs))
     flags += map(all_equal, words, fold)
+    flags += map(all_equal, columns)
     uniform += sum(flags)
     crc = zlib.crc32(bytes(flags), crc)
 print("uniform sequences: %d" % uniform)
