@@ -112,19 +112,75 @@ struct TaskWork<'a> {
     samples: Vec<SampleInput>,
 }
 
-async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
-    let mut warnings: Vec<String> = Vec::new();
-    let warn = |w: String, warnings: &mut Vec<String>| {
-        emit(events, Event::Warn(w.clone()));
-        warnings.push(w);
-    };
+/// Warnings about the input: shown as they come and kept for run.json.
+struct Warnings<'a> {
+    events: &'a Events,
+    all: Vec<String>,
+}
 
-    // Input first: nothing is started when it is wrong.
+impl Warnings<'_> {
+    fn push(&mut self, w: String) {
+        emit(self.events, Event::Warn(w.clone()));
+        self.all.push(w);
+    }
+}
+
+/// The run, stage by stage: the input (nothing is started when it is wrong), the machine,
+/// what there is to do (and what is saved already), run.json, the tasks, the reports.
+async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
+    let mut warnings = Warnings {
+        events,
+        all: Vec::new(),
+    };
     let dataset = Dataset::load(&plan.dataset)?;
     let (tasks, select_warnings) = dataset.select(&plan.instance_ids)?;
     for w in select_warnings {
-        warn(w, &mut warnings);
+        warnings.push(w);
     }
+    let chosen = read_predictions(plan, &dataset, &tasks, &mut warnings)?;
+    let machine = Machine::prepare(plan, &tasks, events).await?;
+    let run_dir = open_run_dir(plan)?;
+    let planned = plan_work(plan, &tasks, &chosen, &machine, &run_dir, &mut warnings).await?;
+    emit(
+        events,
+        Event::Planned {
+            tasks: tasks.len(),
+            samples: planned.total_samples,
+            cached: planned.reused,
+        },
+    );
+    for e in &planned.saved_done {
+        emit(events, e.clone());
+    }
+    let mut info = run_info(plan, &tasks, &machine, &planned, warnings.all)?;
+    write_json(&run_dir.run_json(), &info)?;
+
+    let (interrupted, images_built) =
+        execute(plan, &machine, &run_dir, &planned.work, events).await;
+    info.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    info.interrupted = interrupted.map(str::to_string);
+    write_json(&run_dir.run_json(), &info)?;
+    let summary = report::summarise(&run_dir)?;
+    let report_files = report::write_all(&run_dir, &summary)?;
+    let evaluated = planned.work.iter().map(|w| w.samples.len()).sum();
+    Ok(RunOutcome {
+        run_dir,
+        summary,
+        report_files,
+        evaluated: if interrupted.is_some() { 0 } else { evaluated },
+        reused: planned.reused,
+        images_built,
+        interrupted,
+    })
+}
+
+/// The predictions, the first K samples of each selected instance.
+fn read_predictions(
+    plan: &RunPlan,
+    dataset: &Dataset,
+    tasks: &[&Task],
+    warnings: &mut Warnings,
+) -> Result<BTreeMap<String, BTreeMap<usize, Prediction>>> {
     let predictions = crate::predictions::load(
         &plan.predictions,
         &LoadOptions {
@@ -133,22 +189,19 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         },
     )?;
     for w in &predictions.warnings {
-        warn(w.clone(), &mut warnings);
+        warnings.push(w.clone());
     }
     for (id, preds) in &predictions.by_instance {
         if !dataset.tasks.contains_key(id)
             && !dataset.invalid.contains_key(id)
             && let Some(first) = preds.values().next()
         {
-            warn(
-                format!(
-                    "{}: unknown instance id {id:?} (not in dataset {}); its {} prediction(s) are ignored",
-                    first.origin,
-                    plan.dataset.display(),
-                    preds.len()
-                ),
-                &mut warnings,
-            );
+            warnings.push(format!(
+                "{}: unknown instance id {id:?} (not in dataset {}); its {} prediction(s) are ignored",
+                first.origin,
+                plan.dataset.display(),
+                preds.len()
+            ));
         }
     }
     if predictions.total() == 0 {
@@ -161,8 +214,8 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
                 .join(", ")
         );
     }
-    let mut chosen: BTreeMap<String, BTreeMap<usize, Prediction>> = BTreeMap::new();
-    for task in &tasks {
+    let mut chosen = BTreeMap::new();
+    for task in tasks {
         let mut preds = predictions
             .by_instance
             .get(&task.id)
@@ -171,7 +224,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         let beyond = preds.split_off(&plan.k);
         if !beyond.is_empty() {
             emit(
-                events,
+                warnings.events,
                 Event::Debug(format!(
                     "{}: {} sample(s) with an index of {} or more not used",
                     task.id,
@@ -182,37 +235,61 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         }
         chosen.insert(task.id.clone(), preds);
     }
+    Ok(chosen)
+}
 
-    let engine = Engine::connect().await?;
-    let orphans = engine.remove_orphans().await?;
-    if orphans > 0 {
+/// The engine and what the run knows of the machine.
+struct Machine {
+    engine: Engine,
+    fingerprint: Fingerprint,
+    fingerprint_id: String,
+    cpu_plan: crate::cpuset::CpuPlan,
+}
+
+impl Machine {
+    /// Connects, removes what a killed run left, makes the base image when missing, takes
+    /// the fingerprint and splits the cores into exclusive bench slots.
+    async fn prepare(plan: &RunPlan, tasks: &[&Task], events: &Events) -> Result<Machine> {
+        let engine = Engine::connect().await?;
+        let orphans = engine.remove_orphans().await?;
+        if orphans > 0 {
+            emit(
+                events,
+                Event::Info(format!(
+                    "removed {orphans} container(s) left behind by an earlier, killed run"
+                )),
+            );
+        }
+        let say = |m: String| emit(events, Event::Info(m));
+        ensure_base_images(&engine, tasks, &say).await?;
+        let fingerprint = Fingerprint::collect(&engine).await;
+        let fingerprint_id = fingerprint.id();
+        let machine_cores = engine.host_cpus().await.unwrap_or(fingerprint.cores);
+        let width = tasks
+            .iter()
+            .map(|t| crate::cpuset::width_for(t.resources.cpus))
+            .max()
+            .unwrap_or(1);
+        let cpu_plan = crate::cpuset::plan_slots(machine_cores, plan.jobs, width);
         emit(
             events,
-            Event::Info(format!(
-                "removed {orphans} container(s) left behind by an earlier, killed run"
+            Event::Debug(format!(
+                "bench slots (exclusive cores): {}; reserved for the harness and daemon: {:?}",
+                cpu_plan.slots.join(" "),
+                cpu_plan.reserved
             )),
         );
+        Ok(Machine {
+            engine,
+            fingerprint,
+            fingerprint_id,
+            cpu_plan,
+        })
     }
-    let say = |m: String| emit(events, Event::Info(m));
-    ensure_base_images(&engine, &tasks, &say).await?;
-    let fingerprint = Fingerprint::collect(&engine).await;
-    let fingerprint_id = fingerprint.id();
-    let machine_cores = engine.host_cpus().await.unwrap_or(fingerprint.cores);
-    let width = tasks
-        .iter()
-        .map(|t| crate::cpuset::width_for(t.resources.cpus))
-        .max()
-        .unwrap_or(1);
-    let cpu_plan = crate::cpuset::plan_slots(machine_cores, plan.jobs, width);
-    emit(
-        events,
-        Event::Debug(format!(
-            "bench slots (exclusive cores): {}; reserved for the harness and daemon: {:?}",
-            cpu_plan.slots.join(" "),
-            cpu_plan.reserved
-        )),
-    );
+}
 
+/// The run folder, refusing one that holds another model's run.
+fn open_run_dir(plan: &RunPlan) -> Result<RunDir> {
     let run_dir = RunDir::new(&plan.results_root, &plan.run_id);
     if let Ok(previous) = run_dir.load_run_info()
         && previous.model != plan.model
@@ -226,61 +303,84 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     }
     std::fs::create_dir_all(&run_dir.root)
         .with_context(|| format!("{}: cannot create", run_dir.root.display()))?;
-    let cache_dir = plan.results_root.join(".cache");
+    Ok(run_dir)
+}
 
-    // What is there to do: materialise every task, key every sample, reuse what is saved.
-    let mut work: Vec<TaskWork> = Vec::new();
-    let mut reused = 0usize;
-    let mut total_samples = 0usize;
-    let mut digests = Vec::new();
+/// What there is to do.
+struct Planned<'a> {
+    work: Vec<TaskWork<'a>>,
+    total_samples: usize,
+    reused: usize,
+    /// Saved samples, announced to progress once the total is known.
+    saved_done: Vec<Event>,
+    expected: BTreeMap<String, Vec<crate::results::ExpectedSample>>,
+    digests: Vec<String>,
+}
+
+/// Materialises every task, keys every sample, and reuses what is saved for the same task,
+/// image, patch and settings on this machine.
+async fn plan_work<'a>(
+    plan: &RunPlan,
+    tasks: &[&'a Task],
+    chosen: &BTreeMap<String, BTreeMap<usize, Prediction>>,
+    machine: &Machine,
+    run_dir: &RunDir,
+    warnings: &mut Warnings<'_>,
+) -> Result<Planned<'a>> {
+    let cache_dir = plan.results_root.join(".cache");
+    let fingerprint_id = &machine.fingerprint_id;
+    let mut planned = Planned {
+        work: Vec::new(),
+        total_samples: 0,
+        reused: 0,
+        saved_done: Vec::new(),
+        expected: BTreeMap::new(),
+        digests: Vec::new(),
+    };
     let mut other_machine = 0usize;
-    let mut saved_done: Vec<Event> = Vec::new();
-    let mut expected: BTreeMap<String, Vec<crate::results::ExpectedSample>> = BTreeMap::new();
-    for task in &tasks {
+    for &task in tasks {
         let material = materialize(task, &cache_dir).map_err(|e| format!("{e:#}"));
         let (digest, image) = match &material {
             Ok(m) => {
-                let base_id = local_image_id(&engine, &task.base_image)
+                let base_id = local_image_id(&machine.engine, &task.base_image)
                     .await?
                     .unwrap_or_else(|| task.base_image.clone());
                 (m.digest.clone(), image_tag(task, m, &base_id))
             }
             Err(e) => {
-                warn(format!("task {}: {e}", task.id), &mut warnings);
+                warnings.push(format!("task {}: {e}", task.id));
                 (String::from("unreadable"), String::from("none"))
             }
         };
-        digests.push(format!("{}={digest}", task.id));
+        planned.digests.push(format!("{}={digest}", task.id));
         let settings = measurement_settings(plan, task);
         let mut samples = Vec::new();
         for (&index, pred) in &chosen[&task.id] {
-            total_samples += 1;
+            planned.total_samples += 1;
             let key = result_key(&digest, &image, &pred.patch_sha256(), &settings);
-            expected
-                .entry(task.id.clone())
-                .or_default()
-                .push(crate::results::ExpectedSample {
+            planned.expected.entry(task.id.clone()).or_default().push(
+                crate::results::ExpectedSample {
                     sample: index,
                     patch_sha256: pred.patch_sha256(),
                     result_key: key.clone(),
-                });
+                },
+            );
             let saved = run_dir.load_sample(&plan.model, &task.id, index);
             // A result measured on another machine (or by another harness build) is never
             // mixed in: the sample is measured again here.
             if let Some(s) = &saved
                 && s.result_key == key
-                && s.fingerprint_id != fingerprint_id
+                && &s.fingerprint_id != fingerprint_id
             {
                 other_machine += 1;
             }
             if let Some(saved) = saved
                 && saved.result_key == key
-                && saved.fingerprint_id == fingerprint_id
+                && &saved.fingerprint_id == fingerprint_id
                 && !saved.status.retried_on_resume()
             {
-                reused += 1;
-                // Announced after `Planned`, so progress counts them against the total.
-                saved_done.push(Event::SampleDone {
+                planned.reused += 1;
+                planned.saved_done.push(Event::SampleDone {
                     instance: task.id.clone(),
                     sample: index,
                     status: saved.status,
@@ -298,7 +398,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
             });
         }
         if !samples.is_empty() {
-            work.push(TaskWork {
+            planned.work.push(TaskWork {
                 task,
                 material,
                 image,
@@ -307,37 +407,31 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         }
     }
     if other_machine > 0 {
-        warn(
-            format!(
-                "{other_machine} saved sample(s) in {} were measured on another machine or harness build \
-                 (fingerprint differs from {fingerprint_id}); measuring them again here rather than mixing",
-                run_dir.root.display()
-            ),
-            &mut warnings,
-        );
+        warnings.push(format!(
+            "{other_machine} saved sample(s) in {} were measured on another machine or harness build \
+             (fingerprint differs from {fingerprint_id}); measuring them again here rather than mixing",
+            run_dir.root.display()
+        ));
     }
-    emit(
-        events,
-        Event::Planned {
-            tasks: tasks.len(),
-            samples: total_samples,
-            cached: reused,
-        },
-    );
-    for e in saved_done {
-        emit(events, e);
-    }
+    Ok(planned)
+}
 
-    let rule = plan.rule;
-    let dataset_digest = hex::encode(Sha256::digest(digests.join("\n").as_bytes()));
-    let mut info = RunInfo {
+/// run.json as the run starts.
+fn run_info(
+    plan: &RunPlan,
+    tasks: &[&Task],
+    machine: &Machine,
+    planned: &Planned,
+    warnings: Vec<String>,
+) -> Result<RunInfo> {
+    Ok(RunInfo {
         schema_version: crate::results::SCHEMA_VERSION,
         run_id: plan.run_id.clone(),
         model: plan.model.clone(),
         k: plan.k,
         command: plan.command.clone(),
         dataset: plan.dataset.display().to_string(),
-        dataset_digest,
+        dataset_digest: hex::encode(Sha256::digest(planned.digests.join("\n").as_bytes())),
         instance_ids: tasks.iter().map(|t| t.id.clone()).collect(),
         predictions: plan
             .predictions
@@ -351,46 +445,53 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
             .collect::<Result<_>>()?,
         criterion: plan.rule.criterion.as_str().to_string(),
         thresholds: plan.rule.thresholds,
-        decision_rule: rule,
+        decision_rule: plan.rule,
         min_rounds: plan.budget.min_rounds,
         max_rounds: plan.budget.max_rounds,
         max_measure_seconds: plan.budget.max_seconds,
         timeout_scale: plan.budget.timeout_scale,
         jobs: plan.jobs,
-        cpu_plan: cpu_plan.clone(),
-        fingerprint,
-        fingerprint_id: fingerprint_id.clone(),
+        cpu_plan: machine.cpu_plan.clone(),
+        fingerprint: machine.fingerprint.clone(),
+        fingerprint_id: machine.fingerprint_id.clone(),
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         finished_at: None,
-        warnings: warnings.clone(),
-        samples: Some(expected),
+        warnings,
+        samples: Some(planned.expected.clone()),
         interrupted: None,
         regradings: Vec::new(),
-    };
-    write_json(&run_dir.run_json(), &info)?;
+    })
+}
 
+/// Runs the tasks, `--jobs` at a time, until they are done or a signal stops the run; no
+/// container of this process outlives it. Returns the signal, if one came, and how many
+/// images were built.
+async fn execute(
+    plan: &RunPlan,
+    machine: &Machine,
+    run_dir: &RunDir,
+    work: &[TaskWork<'_>],
+    events: &Events,
+) -> (Option<&'static str>, usize) {
     let ctx = EvalContext {
-        engine: engine.clone(),
+        engine: machine.engine.clone(),
         run_id: plan.run_id.clone(),
         model: plan.model.clone(),
-        rule,
+        rule: plan.rule,
         budget: plan.budget,
-        slots: Arc::new(crate::cpuset::SlotPool::new(&cpu_plan)),
-        fingerprint_id: fingerprint_id.clone(),
+        slots: Arc::new(crate::cpuset::SlotPool::new(&machine.cpu_plan)),
+        fingerprint_id: machine.fingerprint_id.clone(),
         events: events.clone(),
     };
-    let evaluated: usize = work.iter().map(|w| w.samples.len()).sum();
     let images_built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let all_work = futures::stream::iter(work.iter().map(|w| {
         let ctx = &ctx;
-        let run_dir = &run_dir;
         let images_built = images_built.clone();
         async move { run_task(ctx, run_dir, w, &images_built).await }
     }))
     .buffer_unordered(plan.jobs)
     .collect::<Vec<()>>();
-
     let interrupted = tokio::select! {
         _ = all_work => None,
         sig = interrupt_signal() => Some(sig),
@@ -403,23 +504,11 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
             ),
         );
     }
-    // Whatever happened, no container of this process outlives the run.
-    engine.remove_live_containers().await;
-
-    info.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-    info.interrupted = interrupted.map(str::to_string);
-    write_json(&run_dir.run_json(), &info)?;
-    let summary = report::summarise(&run_dir)?;
-    let report_files = report::write_all(&run_dir, &summary)?;
-    Ok(RunOutcome {
-        run_dir,
-        summary,
-        report_files,
-        evaluated: if interrupted.is_some() { 0 } else { evaluated },
-        reused,
-        images_built: images_built.load(std::sync::atomic::Ordering::SeqCst),
+    machine.engine.remove_live_containers().await;
+    (
         interrupted,
-    })
+        images_built.load(std::sync::atomic::Ordering::SeqCst),
+    )
 }
 
 /// Resolves when the process gets SIGINT (Ctrl-C) or SIGTERM (a CI runner cancelling),
