@@ -58,7 +58,7 @@ docs = [make_doc(20) for _ in range(20)]
 
 digest = hashlib.sha256()
 n_values = 0
-for rep in range(5):
+for rep in range(6):
     for doc in docs:
         parsed = tomli.loads(doc)
         n_values += sum(len(section) for section in parsed.values())
