@@ -108,6 +108,8 @@ def location(xs, estimator):
         return statistics.mean(xs)
     if estimator == "median":
         return quantile(xs, 0.5)
+    if estimator == "min":
+        return min(xs)
     return quantile(xs, int(estimator[1:]) / 100.0)
 
 
@@ -169,7 +171,7 @@ ESTIMATOR = {"name": "mean"}  # the estimator the runs used (from their run.json
 def note_estimator(results, run_id):
     rule = load_json(os.path.join(results, run_id, "run.json"))["decision_rule"]
     est = rule.get("estimator", "mean")
-    ESTIMATOR["name"] = "p%d" % round(est["quantile"] * 100) if isinstance(est, dict) else est
+    ESTIMATOR["name"] = ("min" if est["quantile"] <= 0 else "p%d" % round(est["quantile"] * 100)) if isinstance(est, dict) else est
 
 
 def judged(rep):

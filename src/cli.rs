@@ -68,8 +68,8 @@ pub struct OptAtKArgs {
     /// Seed of the bootstrap behind every confidence interval.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// The figure strict takes of a variant's runs: mean, median or pNN (a low percentile;
-    /// default: see README, Measurement). GSO's means under gso.
+    /// The figure strict takes of a variant's runs (per container): min (default), mean,
+    /// median or pNN (a percentile). GSO's means under gso.
     #[arg(long)]
     pub estimator: Option<crate::rule::Estimator>,
     /// Measured rounds at least, for every task (default: the most `runs` of its benches).
@@ -156,7 +156,7 @@ pub struct ReportArgs {
     /// With regrading: the bootstrap seed.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// With regrading: the figure strict takes of a variant's runs (mean, median, pNN).
+    /// With regrading: the figure strict takes of a variant's runs (min, mean, median, pNN).
     #[arg(long)]
     pub estimator: Option<crate::rule::Estimator>,
 }

@@ -43,17 +43,18 @@ pub enum Estimator {
 impl std::str::FromStr for Estimator {
     type Err = String;
 
-    /// `mean`, `median`, or `pNN` (the NN-th percentile, 1 to 99).
+    /// `mean`, `median`, `min`, or `pNN` (the NN-th percentile, 1 to 99).
     fn from_str(s: &str) -> Result<Estimator, String> {
         match s {
             "mean" => Ok(Estimator::Mean),
             "median" => Ok(Estimator::Quantile(0.5)),
+            "min" => Ok(Estimator::Quantile(0.0)),
             _ => s
                 .strip_prefix('p')
                 .and_then(|n| n.parse::<u32>().ok())
                 .filter(|n| (1..=99).contains(n))
                 .map(|n| Estimator::Quantile(f64::from(n) / 100.0))
-                .ok_or_else(|| format!("{s:?}: use mean, median or pNN (a percentile, p1 to p99)")),
+                .ok_or_else(|| format!("{s:?}: use mean, median, min or pNN (a percentile, p1 to p99)")),
         }
     }
 }
@@ -62,13 +63,17 @@ impl Estimator {
     pub fn describe(self) -> String {
         match self {
             Estimator::Mean => "mean".into(),
+            Estimator::Quantile(q) if q <= 0.0 => "minimum".into(),
             Estimator::Quantile(q) => format!("{:.0}th percentile", q * 100.0),
         }
     }
 }
 
-/// The estimator strict applies.
-pub const ESTIMATOR: Estimator = Estimator::Mean;
+/// The estimator strict applies: the fastest run (per container). Noise on a shared machine
+/// only ever adds time; the minimum is the figure it disturbs least (the validation script
+/// compares mean, median, low percentiles and the minimum on the same runs: the minimum gave
+/// the narrowest intervals with full coverage of known speedups).
+pub const ESTIMATOR: Estimator = Estimator::Quantile(0.0);
 
 /// How verdicts are reached; recorded in run.json and every report.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
