@@ -55,6 +55,9 @@ fn timeout_oom_and_broken_base_are_statuses_and_leave_no_container() {
             "faults",
             "--timeout-scale",
             "0.1",
+            // 40 ms benches: enough rounds for the three containers per variant to decide.
+            "--max-rounds",
+            "24",
         ])
         .arg("--predictions")
         .arg(&p)
