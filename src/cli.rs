@@ -82,7 +82,7 @@ pub struct OptAtKArgs {
     /// Wall-time budget of each task's measurement (default: the task's measure.max_seconds).
     #[arg(long)]
     pub max_measure_seconds: Option<f64>,
-    /// Containers per variant under strict (default: the task's measure.replicas, else 3).
+    /// Containers per variant under strict (default: the task's measure.replicas, else 5).
     #[arg(long)]
     pub replicas: Option<u32>,
     /// opt_base needs round(GM speedup over base, 1) >= this.

@@ -54,7 +54,9 @@ impl std::str::FromStr for Estimator {
                 .and_then(|n| n.parse::<u32>().ok())
                 .filter(|n| (1..=99).contains(n))
                 .map(|n| Estimator::Quantile(f64::from(n) / 100.0))
-                .ok_or_else(|| format!("{s:?}: use mean, median, min or pNN (a percentile, p1 to p99)")),
+                .ok_or_else(|| {
+                    format!("{s:?}: use mean, median, min or pNN (a percentile, p1 to p99)")
+                }),
         }
     }
 }

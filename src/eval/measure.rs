@@ -87,7 +87,7 @@ pub fn replicas(task: &Task, rule: &DecisionRule, budget: &Budget) -> usize {
 }
 
 /// Containers per variant under strict, unless the task or the command line says.
-pub const DEFAULT_REPLICAS: u32 = 3;
+pub const DEFAULT_REPLICAS: u32 = 5;
 
 /// The schedule for a task: warmups = the most any bench asks, in every container (round r
 /// runs in replica r mod C, so the first warmups × C rounds are warmups); rounds from `runs`
