@@ -855,3 +855,48 @@ pub fn result_key(
     }
     hex::encode(h.finalize())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(label: &str, role: Role, tree: &str) -> Variant {
+        let mut v = Variant::new(label, role, None);
+        v.tree = Some(tree.to_string());
+        v
+    }
+
+    #[test]
+    fn identical_trees_are_shared_with_the_first_variant_that_has_them() {
+        let mut vs = vec![
+            variant("base", Role::Base, "t-base"),
+            variant("human", Role::Human, "t-human"),
+            variant("s0", Role::Sample(0), "t-human"),
+            variant("s1", Role::Sample(1), "t-other"),
+            variant("s2", Role::Sample(2), "t-other"),
+            variant("s3", Role::Sample(3), "t-base"),
+            variant("s4", Role::Sample(4), "t-human-plus-one-byte"),
+        ];
+        // A sample that failed is no one's source: s6 is measured, not shared with s5.
+        let mut failed = variant("s5", Role::Sample(5), "t-failed");
+        failed.fail(Status::TestFailed, "x".into());
+        vs.push(failed);
+        vs.push(variant("s6", Role::Sample(6), "t-failed"));
+        share_identical_trees(&mut vs);
+        let shared: Vec<Option<&str>> = vs.iter().map(|v| v.shared_with.as_deref()).collect();
+        assert_eq!(
+            shared,
+            [
+                None,
+                None,
+                Some("human"),
+                None,
+                Some("s1"),
+                Some("base"),
+                None,
+                None,
+                None
+            ]
+        );
+    }
+}
