@@ -26,5 +26,6 @@ pub mod runner;
 pub mod source;
 pub mod stats;
 pub mod task;
+pub mod telemetry;
 pub mod timings;
 pub mod verdict;
