@@ -34,7 +34,7 @@ pub struct Cli {
 pub enum Command {
     /// The main job: evaluate the first K samples of each instance for a model.
     #[command(name = "opt-at-k")]
-    OptAtK(OptAtKArgs),
+    OptAtK(Box<OptAtKArgs>),
     /// Build (or confirm cached) the task images only.
     Build(BuildArgs),
     /// Regenerate every report of a run folder from its saved results (no Docker).
@@ -94,6 +94,38 @@ pub struct OptAtKArgs {
     /// Print the machine-readable summary (JSON) on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+/// GPU tasks and their telemetry.
+#[derive(Debug, Args)]
+pub struct GpuArgs {
+    /// The GPUs (NVML device indices) the harness may hand to GPU tasks, e.g. `0,2`
+    /// (default: every GPU NVML lists).
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
+    /// When this host cannot run GPU tasks, mark them `skipped` (reported apart, in no
+    /// score) instead of `error`.
+    #[arg(long)]
+    pub skip_gpu: bool,
+    /// The NVML library to load (default: the driver's libnvidia-ml.so.1).
+    #[arg(long, env = "HARNESS_NVML_LIB")]
+    pub nvml_lib: Option<PathBuf>,
+    /// GPU telemetry samples per second while a bench run is timed.
+    #[arg(long, default_value_t = crate::gpu::DEFAULT_TELEMETRY_HZ)]
+    pub telemetry_hz: f64,
+}
+
+impl GpuArgs {
+    pub fn options(self) -> crate::gpu::GpuOptions {
+        crate::gpu::GpuOptions {
+            allowed: self.gpus,
+            skip: self.skip_gpu,
+            nvml_lib: self.nvml_lib,
+            telemetry_hz: self.telemetry_hz,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -172,7 +204,7 @@ pub async fn main_with(cli: Cli) -> i32 {
         Verbosity::Normal
     };
     let result = match cli.command {
-        Command::OptAtK(a) => opt_at_k(a, verbosity).await,
+        Command::OptAtK(a) => opt_at_k(*a, verbosity).await,
         Command::Build(a) => build(a).await,
         Command::Report(a) => report(a),
     };
@@ -210,6 +242,7 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         replicas: a.replicas,
         verbosity,
         json: a.json,
+        gpu: a.gpu.options(),
     })?;
     let outcome = crate::runner::opt_at_k(&plan).await?;
     if plan.json {

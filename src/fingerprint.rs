@@ -19,6 +19,9 @@ pub struct Fingerprint {
     /// The NVIDIA kernel driver's version, when it is loaded.
     #[serde(default)]
     pub gpu_driver: Option<String>,
+    /// The UUIDs of the GPUs the run may use, from NVML (absent on a machine without).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_uuids: Vec<String>,
 }
 
 fn cpu_model() -> String {
@@ -113,7 +116,19 @@ impl Fingerprint {
             harness_commit: env!("HARNESS_GIT_COMMIT").to_string(),
             gpus,
             gpu_driver,
+            gpu_uuids: Vec::new(),
         }
+    }
+
+    /// What NVML says of the GPUs the run may use: their models, UUIDs and the driver,
+    /// over what the kernel driver's files said.
+    pub fn with_nvml(mut self, devices: &[crate::telemetry::GpuInfo]) -> Fingerprint {
+        if !devices.is_empty() {
+            self.gpus = devices.iter().map(|d| d.name.clone()).collect();
+            self.gpu_uuids = devices.iter().map(|d| d.uuid.clone()).collect();
+            self.gpu_driver = Some(devices[0].driver_version.clone());
+        }
+        self
     }
 }
 

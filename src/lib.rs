@@ -12,6 +12,7 @@ pub mod docker;
 pub mod eval;
 pub mod events;
 pub mod fingerprint;
+pub mod gpu;
 pub mod metrics;
 pub mod patch;
 pub mod plan;

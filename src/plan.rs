@@ -39,6 +39,8 @@ pub struct RunPlan {
     pub budget: Budget,
     pub verbosity: Verbosity,
     pub json: bool,
+    /// GPU devices, `--skip-gpu`, the NVML library and the telemetry rate.
+    pub gpu: crate::gpu::GpuOptions,
     /// The command line, for run.json.
     pub command: Vec<String>,
 }
@@ -66,6 +68,7 @@ pub struct RawRunOptions {
     pub replicas: Option<u32>,
     pub verbosity: Verbosity,
     pub json: bool,
+    pub gpu: crate::gpu::GpuOptions,
 }
 
 impl RunPlan {
@@ -121,6 +124,15 @@ impl RunPlan {
         {
             bail!("--max-measure-seconds: {s} is not a positive number");
         }
+        if !(raw.gpu.telemetry_hz.is_finite()
+            && raw.gpu.telemetry_hz > 0.0
+            && raw.gpu.telemetry_hz <= 1000.0)
+        {
+            bail!(
+                "--telemetry-hz: {} is not a rate between 0 and 1000 samples per second",
+                raw.gpu.telemetry_hz
+            );
+        }
         let jobs = raw.jobs.unwrap_or(1);
         if jobs == 0 {
             bail!("--jobs: must be at least 1");
@@ -164,6 +176,7 @@ impl RunPlan {
             },
             verbosity: raw.verbosity,
             json: raw.json,
+            gpu: raw.gpu,
             command: std::env::args().collect(),
         })
     }

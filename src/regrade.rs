@@ -136,6 +136,7 @@ mod tests {
                     output_digest: None,
                     lingering_killed: 0,
                     replica: 0,
+                    gpu: None,
                 });
             }
         }
@@ -171,6 +172,7 @@ mod tests {
             stop_reason: String::new(),
             seconds: 0.0,
             shared: Default::default(),
+            telemetry_lines: Vec::new(),
         };
         let sample_dir = run.sample_dir("m", "t", 0);
         write_json(&sample_dir.join("bench.json"), &log).unwrap();
@@ -198,6 +200,7 @@ mod tests {
             bench_means: vec![],
             measured_rounds: 0,
             shared_with: None,
+            energy: None,
             fingerprint_id: "f".into(),
             seconds: PhaseSeconds::default(),
             harness_version: "0".into(),

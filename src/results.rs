@@ -28,10 +28,12 @@ pub enum Status {
     EmptyPatch,
     BaseFailed,
     Error,
+    /// Not attempted: the task needs GPUs this host cannot give and `--skip-gpu` was set.
+    Skipped,
 }
 
 impl Status {
-    pub const ALL: [Status; 10] = [
+    pub const ALL: [Status; 11] = [
         Status::Passed,
         Status::TestFailed,
         Status::Timeout,
@@ -42,6 +44,7 @@ impl Status {
         Status::EmptyPatch,
         Status::BaseFailed,
         Status::Error,
+        Status::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,11 +59,12 @@ impl Status {
             Status::EmptyPatch => "empty_patch",
             Status::BaseFailed => "base_failed",
             Status::Error => "error",
+            Status::Skipped => "skipped",
         }
     }
 
     /// Best-of-K order: passed > test_failed > timeout > oom > build_failed > patch_failed >
-    /// patch_rejected > empty_patch > base_failed > error. Lower is better.
+    /// patch_rejected > empty_patch > base_failed > error > skipped. Lower is better.
     pub fn rank(self) -> usize {
         Status::ALL
             .iter()
@@ -70,7 +74,7 @@ impl Status {
 
     /// Not the model's fault: run again when the command is repeated.
     pub fn retried_on_resume(self) -> bool {
-        matches!(self, Status::BaseFailed | Status::Error)
+        matches!(self, Status::BaseFailed | Status::Error | Status::Skipped)
     }
 }
 
@@ -131,6 +135,10 @@ pub struct SampleReport {
     /// to that variant's ("base", "human" or another sample's "sN").
     #[serde(default)]
     pub shared_with: Option<String>,
+    /// GPU energy per measured round of base, human and this sample, and the ratios (GPU
+    /// tasks with telemetry only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::timings::EnergySummary>,
     /// The machine fingerprint the sample was measured on (see run.json).
     pub fingerprint_id: String,
     pub seconds: PhaseSeconds,

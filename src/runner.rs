@@ -16,6 +16,7 @@ use crate::eval::{
 };
 use crate::events::{Event, Events, emit, spawn_reporter};
 use crate::fingerprint::Fingerprint;
+use crate::gpu::{GpuPool, GpuSupport};
 use crate::plan::RunPlan;
 use crate::predictions::{LoadOptions, Prediction};
 use crate::report::{self, Summary};
@@ -244,6 +245,8 @@ struct Machine {
     fingerprint: Fingerprint,
     fingerprint_id: String,
     cpu_plan: crate::cpuset::CpuPlan,
+    /// Whether GPU tasks can run here; None when the run has none.
+    gpu: Option<GpuSupport>,
 }
 
 impl Machine {
@@ -260,9 +263,35 @@ impl Machine {
                 )),
             );
         }
+        let gpu_tasks = tasks.iter().filter(|t| t.resources.gpus > 0).count();
+        let gpu = if gpu_tasks == 0 {
+            None
+        } else {
+            let support = crate::gpu::check(&engine, &plan.gpu).await;
+            if let GpuSupport::Unavailable { reason } = &support {
+                emit(
+                    events,
+                    Event::Warn(format!(
+                        "{gpu_tasks} GPU task(s) cannot run on this host and will be {}: {reason}",
+                        if plan.gpu.skip { "skipped" } else { "`error`" }
+                    )),
+                );
+            }
+            Some(support)
+        };
+        let gpu_devices = match &gpu {
+            Some(GpuSupport::Ready { devices }) => devices.clone(),
+            _ => Vec::new(),
+        };
+        // Tasks that cannot run here need no base image.
+        let runnable: Vec<&Task> = tasks
+            .iter()
+            .copied()
+            .filter(|t| t.resources.gpus == 0 || !gpu_devices.is_empty())
+            .collect();
         let say = |m: String| emit(events, Event::Info(m));
-        ensure_base_images(&engine, tasks, &say).await?;
-        let fingerprint = Fingerprint::collect(&engine).await;
+        ensure_base_images(&engine, &runnable, &say).await?;
+        let fingerprint = Fingerprint::collect(&engine).await.with_nvml(&gpu_devices);
         let fingerprint_id = fingerprint.id();
         let machine_cores = engine.host_cpus().await.unwrap_or(fingerprint.cores);
         let width = tasks
@@ -284,6 +313,7 @@ impl Machine {
             fingerprint,
             fingerprint_id,
             cpu_plan,
+            gpu,
         })
     }
 }
@@ -483,12 +513,17 @@ async fn execute(
         slots: Arc::new(crate::cpuset::SlotPool::new(&machine.cpu_plan)),
         fingerprint_id: machine.fingerprint_id.clone(),
         events: events.clone(),
+        gpus: Arc::new(GpuPool::new(&match &machine.gpu {
+            Some(GpuSupport::Ready { devices }) => devices.iter().map(|d| d.index).collect(),
+            _ => Vec::new(),
+        })),
+        gpu_options: plan.gpu.clone(),
     };
     let images_built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let all_work = futures::stream::iter(work.iter().map(|w| {
         let ctx = &ctx;
         let images_built = images_built.clone();
-        async move { run_task(ctx, run_dir, w, &images_built).await }
+        async move { run_task(ctx, machine, run_dir, w, &images_built).await }
     }))
     .buffer_unordered(plan.jobs)
     .collect::<Vec<()>>();
@@ -532,11 +567,27 @@ async fn interrupt_signal() -> &'static str {
 
 async fn run_task(
     ctx: &EvalContext,
+    machine: &Machine,
     run_dir: &RunDir,
     w: &TaskWork<'_>,
     images_built: &std::sync::atomic::AtomicUsize,
 ) {
     let task = w.task;
+    if task.resources.gpus > 0
+        && let Some(GpuSupport::Unavailable { reason }) = &machine.gpu
+    {
+        let status = if ctx.gpu_options.skip {
+            crate::results::Status::Skipped
+        } else {
+            crate::results::Status::Error
+        };
+        let why = format!(
+            "the task needs {} GPU(s) and this host cannot give them: {reason}",
+            task.resources.gpus
+        );
+        report_broken_task(ctx, task, &w.image, &w.samples, status, &why);
+        return;
+    }
     let material = match &w.material {
         Ok(m) => m,
         Err(e) => {
@@ -558,6 +609,24 @@ async fn run_task(
     // The task owns its cores from the build to its last bench: nothing else of this
     // harness runs on them meanwhile.
     let slot = ctx.slots.acquire().await;
+    let gpus = if task.resources.gpus > 0 {
+        match ctx.gpus.acquire(task.resources.gpus as usize).await {
+            Ok(lease) => Some(lease),
+            Err(why) => {
+                report_broken_task(
+                    ctx,
+                    task,
+                    &w.image,
+                    &w.samples,
+                    crate::results::Status::Error,
+                    &why,
+                );
+                return;
+            }
+        }
+    } else {
+        None
+    };
     let built = {
         emit(
             &ctx.events,
@@ -615,8 +684,10 @@ async fn run_task(
                 .join(&task.id)
                 .join("reference"),
             cpuset: Some(slot.cpuset.clone()),
+            gpu_ids: gpus.as_ref().map(|g| g.device_ids()).unwrap_or_default(),
         },
     )
     .await;
+    drop(gpus);
     drop(slot);
 }

@@ -48,6 +48,34 @@ pub struct RunRecord {
     /// Which of the variant's containers ran it (0 without replicas).
     #[serde(default)]
     pub replica: u32,
+    /// What the task's GPUs did during the run (GPU tasks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<RunGpu>,
+}
+
+/// NVML telemetry of one run, over every GPU of the task. The window is the run's exec,
+/// from just before the bench process starts to just after it ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunGpu {
+    /// Joules over all devices (None when a device's power could not be read).
+    pub energy_j: Option<f64>,
+    /// A thermal or power throttle reason was active on a device during the run.
+    pub throttled: bool,
+    pub devices: Vec<crate::telemetry::RunTelemetry>,
+}
+
+/// Energy of a sample's measurement: mean joules per measured round (every bench of the
+/// round, every GPU), per variant, and base's over the patch's (above 1: the patch uses less).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnergySummary {
+    pub base_j: f64,
+    pub human_j: f64,
+    pub patch_j: f64,
+    pub base_over_patch: f64,
+    pub human_over_patch: f64,
+    /// Measured runs of base, human and the patch whose GPU clocks were throttled (flagged
+    /// as disturbed).
+    pub throttled_runs: usize,
 }
 
 impl RunRecord {
@@ -123,6 +151,10 @@ pub struct BenchLog {
     /// variant's (it was not measured again).
     #[serde(default)]
     pub shared: BTreeMap<String, String>,
+    /// GPU telemetry, one JSON line per NVML sample (written to `telemetry.jsonl`, not
+    /// to bench.json).
+    #[serde(skip)]
+    pub telemetry_lines: Vec<String>,
 }
 
 impl BenchLog {
@@ -132,6 +164,46 @@ impl BenchLog {
             .get(variant)
             .map(String::as_str)
             .unwrap_or(variant)
+    }
+
+    /// Mean GPU joules per measured round of `variant` (None without telemetry, or when a
+    /// run's energy is unknown).
+    pub fn energy_per_round(&self, variant: &str) -> Option<f64> {
+        let source = self.runs_of(variant);
+        let mut by_round: BTreeMap<u32, f64> = BTreeMap::new();
+        for r in self
+            .runs
+            .iter()
+            .filter(|r| r.variant == source && r.counts())
+        {
+            let e = r.gpu.as_ref()?.energy_j?;
+            *by_round.entry(r.round).or_default() += e;
+        }
+        (!by_round.is_empty()).then(|| by_round.values().sum::<f64>() / by_round.len() as f64)
+    }
+
+    /// Energy of `variant` beside base's and human's, when all three have telemetry.
+    pub fn energy(&self, variant: &str) -> Option<EnergySummary> {
+        let (base_j, human_j, patch_j) = (
+            self.energy_per_round("base")?,
+            self.energy_per_round("human")?,
+            self.energy_per_round(variant)?,
+        );
+        let sources = ["base", "human", self.runs_of(variant)];
+        let throttled_runs = self
+            .runs
+            .iter()
+            .filter(|r| sources.contains(&r.variant.as_str()) && r.counts())
+            .filter(|r| r.gpu.as_ref().is_some_and(|g| g.throttled))
+            .count();
+        (patch_j > 0.0).then(|| EnergySummary {
+            base_j,
+            human_j,
+            patch_j,
+            base_over_patch: base_j / patch_j,
+            human_over_patch: human_j / patch_j,
+            throttled_runs,
+        })
     }
 
     /// Whether this log holds timings for `variant` (measured or shared).

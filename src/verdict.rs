@@ -512,6 +512,7 @@ mod tests {
                     output_digest: None,
                     lingering_killed: 0,
                     replica: 0,
+                    gpu: None,
                 })
                 .collect(),
             decided_after: Default::default(),
@@ -519,6 +520,7 @@ mod tests {
             stop_reason: String::new(),
             seconds: 0.0,
             shared: Default::default(),
+            telemetry_lines: Vec::new(),
         }
     }
 

@@ -7,78 +7,18 @@
 //! its own script (`nvml-standin.script`): a copy is a separate file, so `dlopen` gives each test a
 //! fresh instance with its own state, and tests can run in parallel.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, OnceLock};
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use common::standin::{Nvml, install, standin, standin_lib_without_power};
 
 use harness::telemetry::{
     DeviceSelector, GpuInfo, GpuSample, ManualClock, RunTag, Sampler, SamplerConfig, Stat,
     TelemetryError, TelemetryLine, probe_gpus,
 };
-
-/// Builds the stand-in (with `features`) into `CARGO_TARGET_TMPDIR/<dir>`; the library's path.
-fn build_standin(dir: &str, features: &[&str]) -> Result<PathBuf, String> {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "--quiet", "-p", "nvml-standin", "--manifest-path"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target);
-    if !features.is_empty() {
-        cmd.arg("--features").arg(features.join(","));
-    }
-    let output = cmd.output().map_err(|e| format!("running cargo: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "cargo build -p nvml-standin failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let lib = target.join("debug").join("libnvml_standin.so");
-    if !lib.is_file() {
-        return Err(format!("{} was not built", lib.display()));
-    }
-    Ok(lib)
-}
-
-fn standin_lib() -> &'static Path {
-    static LIB: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match LIB.get_or_init(|| build_standin("nvml-standin", &[])) {
-        Ok(path) => path,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-/// The stand-in built without `nvmlDeviceGetPowerUsage`.
-fn standin_lib_without_power() -> &'static Path {
-    static LIB: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match LIB.get_or_init(|| build_standin("nvml-standin-no-power", &["no-power"])) {
-        Ok(path) => path,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-/// A private copy of `lib` with `script` beside it; the directory must outlive the sampler.
-struct Nvml {
-    _dir: tempfile::TempDir,
-    lib: PathBuf,
-}
-
-fn install(lib: &Path, script: &str) -> Nvml {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("libnvidia-ml.so.1");
-    std::fs::copy(lib, &copy).unwrap();
-    std::fs::write(dir.path().join("nvml-standin.script"), script).unwrap();
-    Nvml {
-        _dir: dir,
-        lib: copy,
-    }
-}
-
-fn standin(script: &str) -> Nvml {
-    install(standin_lib(), script)
-}
 
 /// One scripted reading (NVML units: milliwatts, MHz, °C, bytes).
 #[derive(Clone, Copy)]

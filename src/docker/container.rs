@@ -37,6 +37,15 @@ pub struct SandboxSpec {
     pub gpu_ids: Vec<String>,
 }
 
+/// A device request as the engine recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuRequest {
+    pub driver: String,
+    pub device_ids: Vec<String>,
+    pub count: Option<i64>,
+    pub capabilities: Vec<Vec<String>>,
+}
+
 /// The result of one command run by exec.
 #[derive(Debug, Clone)]
 pub struct ExecOutcome {
@@ -159,8 +168,8 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
 }
 
 impl Sandbox {
-    /// Creates and starts a container. On any failure nothing is left behind.
-    pub async fn start(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
+    /// Creates a container without starting it; removed like a started one.
+    pub async fn create(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
         let name = container_name(&spec.name_hint);
         let opts = CreateContainerOptionsBuilder::default().name(&name).build();
         let created = engine
@@ -169,13 +178,41 @@ impl Sandbox {
             .await
             .with_context(|| format!("cannot create a container from {}", spec.image))?;
         engine.track(&created.id);
-        let sandbox = Sandbox {
+        Ok(Sandbox {
             engine: engine.clone(),
             id: created.id,
             name,
             removed: AtomicBool::new(false),
             killed: AtomicBool::new(false),
-        };
+        })
+    }
+
+    /// The device requests the engine recorded for this container, as its inspect data
+    /// holds them.
+    pub async fn device_requests(&self) -> Result<Vec<GpuRequest>> {
+        let inspected = self
+            .engine
+            .api
+            .inspect_container(&self.id, None)
+            .await
+            .with_context(|| format!("cannot inspect container {}", self.name))?;
+        Ok(inspected
+            .host_config
+            .and_then(|h| h.device_requests)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| GpuRequest {
+                driver: d.driver.unwrap_or_default(),
+                device_ids: d.device_ids.unwrap_or_default(),
+                count: d.count,
+                capabilities: d.capabilities.unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Creates and starts a container. On any failure nothing is left behind.
+    pub async fn start(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
+        let sandbox = Sandbox::create(engine, spec).await?;
         if let Err(e) = engine.api.start_container(&sandbox.id, None).await {
             let _ = sandbox.remove().await;
             return Err(e).with_context(|| format!("cannot start a container from {}", spec.image));

@@ -74,6 +74,21 @@ impl Engine {
             .map(|n| n.max(1) as usize)
     }
 
+    /// The container runtimes the engine offers (`runc`, `nvidia`, ...), sorted.
+    pub async fn runtimes(&self) -> Result<Vec<String>> {
+        let info = self
+            .api
+            .info()
+            .await
+            .context("cannot read the Docker engine's info")?;
+        let mut names: Vec<String> = info
+            .runtimes
+            .map(|r| r.into_keys().collect())
+            .unwrap_or_default();
+        names.sort();
+        Ok(names)
+    }
+
     pub fn owner(&self) -> &str {
         &self.owner
     }

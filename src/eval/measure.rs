@@ -20,7 +20,8 @@ use crate::events::{Event, Events, emit};
 use crate::results::Status;
 use crate::rule::{Criterion, DecisionRule};
 use crate::task::{Bench, Metric, OutputCheck, Task};
-pub use crate::timings::{BenchLog, BenchSetting, RoundRecord, RunRecord, Schedule};
+use crate::telemetry::RunTag;
+pub use crate::timings::{BenchLog, BenchSetting, RoundRecord, RunGpu, RunRecord, Schedule};
 use crate::verdict::judge;
 
 /// One variant taking part in a measurement.
@@ -285,6 +286,7 @@ fn last_lines(text: &str, n: usize) -> String {
 /// Measures `variants` (label, container) of `task`: labels "base" and "human" are the
 /// references, every other label a sample. A sample whose bench fails or times out leaves
 /// the measurement with a status; the others go on.
+#[allow(clippy::too_many_arguments)]
 pub async fn measure(
     task: &Task,
     variants: &[Participant<'_>],
@@ -293,6 +295,7 @@ pub async fn measure(
     schedule: Schedule,
     timeout_scale: f64,
     events: &Events,
+    telemetry: Option<&crate::telemetry::Sampler>,
 ) -> MeasureOutcome {
     let started = Instant::now();
     let benches: Vec<BenchSetting> = task
@@ -324,6 +327,7 @@ pub async fn measure(
         stop_reason: String::new(),
         seconds: 0.0,
         shared: shared.clone(),
+        telemetry_lines: Vec::new(),
     };
     let mut dropouts: BTreeMap<String, Dropout> = BTreeMap::new();
     let is_reference = |l: &str| l == "base" || l == "human";
@@ -392,7 +396,7 @@ pub async fn measure(
         let warmup = round < schedule.warmup_rounds;
         let mut changes: BTreeMap<String, Snapshot> = BTreeMap::new();
         let mut tails: BTreeMap<(String, String), String> = BTreeMap::new();
-        for bench in &task.benches {
+        for (bench_index, bench) in task.benches.iter().enumerate() {
             for &i in &order {
                 let p = &variants[i];
                 let label = &p.label;
@@ -403,7 +407,35 @@ pub async fn measure(
                 let Some(sandbox) = p.sandboxes.get(replica) else {
                     continue;
                 };
-                match run_once(sandbox, bench, timeout_scale, seed).await {
+                let watching = match telemetry {
+                    Some(sampler) => Some(
+                        sampler
+                            .start_run(RunTag {
+                                variant: label.clone(),
+                                round,
+                                run: bench_index as u32,
+                            })
+                            .await
+                            .map_err(|e| e.to_string()),
+                    ),
+                    None => None,
+                };
+                let ran = run_once(sandbox, bench, timeout_scale, seed).await;
+                let gpu = match (telemetry, watching) {
+                    (Some(sampler), Some(Ok(()))) => Some(
+                        sampler
+                            .end_run()
+                            .await
+                            .map(|report| {
+                                log.telemetry_lines.extend(report.jsonl_lines());
+                                run_gpu(report)
+                            })
+                            .map_err(|e| e.to_string()),
+                    ),
+                    (_, Some(Err(e))) => Some(Err(e)),
+                    _ => None,
+                };
+                match ran {
                     Ok(result) => {
                         let wall_s = result.wall_ns as f64 / 1e9;
                         let value = extract_value(
@@ -430,6 +462,7 @@ pub async fn measure(
                             output_digest: result.output_digest.clone(),
                             lingering_killed: result.lingering_killed,
                             replica: replica as u32,
+                            gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).cloned(),
                         };
                         if result.exit_code == 0 && value.is_some() && !warmup {
                             let history: Vec<&RunRecord> = log
@@ -440,6 +473,11 @@ pub async fn measure(
                                 })
                                 .collect();
                             record.disturbed = disturbance(&record, &history);
+                            // What the GPUs say comes first: a throttled GPU, or telemetry
+                            // missing for the run, is never passed over silently.
+                            if let Some(why) = gpu.as_ref().and_then(gpu_disturbance) {
+                                record.disturbed = Some(why);
+                            }
                         }
                         log.runs.push(record);
                         tails.insert(
@@ -543,6 +581,43 @@ pub async fn measure(
     log.stop_reason = stop_reason;
     log.seconds = started.elapsed().as_secs_f64();
     MeasureOutcome { log, dropouts }
+}
+
+/// A run's telemetry over all the task's GPUs.
+fn run_gpu(report: crate::telemetry::RunReport) -> RunGpu {
+    let energy_j = report
+        .devices
+        .iter()
+        .map(|d| d.energy_j)
+        .sum::<Option<f64>>();
+    RunGpu {
+        energy_j,
+        throttled: report.devices.iter().any(|d| d.throttled),
+        devices: report.devices,
+    }
+}
+
+/// Why a GPU run is disturbed: clocks throttled for heat or power, a device's telemetry
+/// incomplete, or no telemetry at all.
+fn gpu_disturbance(gpu: &Result<RunGpu, String>) -> Option<String> {
+    match gpu {
+        Err(e) => Some(format!("no GPU telemetry for the run: {e}")),
+        Ok(g) => {
+            let throttled: Vec<String> = g
+                .devices
+                .iter()
+                .filter(|d| d.throttled)
+                .map(|d| format!("GPU {} ({})", d.device_index, d.throttle_reasons.join(", ")))
+                .collect();
+            if !throttled.is_empty() {
+                return Some(format!("GPU clocks throttled: {}", throttled.join("; ")));
+            }
+            g.devices
+                .iter()
+                .find_map(|d| d.incomplete.clone())
+                .map(|why| format!("GPU telemetry incomplete: {why}"))
+        }
+    }
 }
 
 /// A fresh random seed for a round.
@@ -793,6 +868,7 @@ mod tests {
             output_digest: None,
             lingering_killed: 0,
             replica: 0,
+            gpu: None,
         }
     }
 

@@ -52,6 +52,9 @@ pub struct EvalContext {
     pub slots: Arc<crate::cpuset::SlotPool>,
     pub fingerprint_id: String,
     pub events: Events,
+    /// Whole GPUs for GPU tasks; a task holds its devices like its cores.
+    pub gpus: Arc<crate::gpu::GpuPool>,
+    pub gpu_options: crate::gpu::GpuOptions,
 }
 
 /// A sample to evaluate and where its results go.
@@ -72,6 +75,8 @@ pub struct TaskInput<'a> {
     pub reference_dir: PathBuf,
     /// The cores every container of the task is pinned to.
     pub cpuset: Option<String>,
+    /// The GPUs (device ids) every container of the task gets; empty for a CPU task.
+    pub gpu_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +212,8 @@ pub fn report_broken_task(
             Some(patch_file_text(&s.prediction)),
         );
         let (status, detail) = match static_check(&s.prediction, task, None) {
+            // Not attempted at all: whatever the patch, nothing of it was looked at.
+            _ if status == Status::Skipped => (status, why.to_string()),
             PatchCheck::Empty => (Status::EmptyPatch, "the patch is empty".to_string()),
             PatchCheck::Rejected(why) => (Status::PatchRejected, why),
             PatchCheck::NotADiff(why) => (Status::PatchFailed, format!("not a diff: {why}")),
@@ -232,10 +239,12 @@ fn sample_report(
 ) -> SampleReport {
     let mut secs = v.secs.clone();
     let mut judgement = None;
+    let mut energy = None;
     if let Some((log, seconds)) = measured {
         secs.measure = seconds;
         if status == Status::Passed {
             judgement = Some(judge(log, &v.label, &ctx.rule));
+            energy = log.energy(&v.label);
         }
     }
     let mut report = SampleReport {
@@ -262,6 +271,7 @@ fn sample_report(
         bench_means: Vec::new(),
         measured_rounds: 0,
         shared_with: v.shared_with.clone(),
+        energy,
         fingerprint_id: ctx.fingerprint_id.clone(),
         seconds: secs,
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -351,6 +361,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                 task,
                 &input.image,
                 input.cpuset.clone(),
+                &input.gpu_ids,
                 &guard_config,
                 v,
                 0,
@@ -375,6 +386,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                         task,
                         &input.image,
                         input.cpuset.clone(),
+                        &input.gpu_ids,
                         &guard_config,
                         v,
                         r,
@@ -443,6 +455,18 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                 },
             );
             let schedule = measure::schedule(task, &ctx.rule, &ctx.budget, input.cpuset.clone());
+            let sampler = match gpu_sampler(ctx, &input.gpu_ids).await {
+                Ok(s) => s,
+                Err(why) => {
+                    // The check before the run found NVML answering; if it stops, the GPU
+                    // task is measured with no telemetry at all rather than half of it.
+                    emit(
+                        &ctx.events,
+                        Event::Warn(format!("{}: GPU telemetry: {why}", task.id)),
+                    );
+                    None
+                }
+            };
             let outcome = measure::measure(
                 task,
                 &participants,
@@ -451,8 +475,10 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                 schedule,
                 ctx.budget.timeout_scale,
                 &ctx.events,
+                sampler.as_ref(),
             )
             .await;
+            drop(sampler);
             measure_secs = outcome.log.seconds;
             for (label, d) in &outcome.dropouts {
                 if let Some(v) = variants.iter_mut().find(|v| &v.label == label) {
@@ -501,6 +527,32 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     reports
 }
 
+/// The NVML sampler of a GPU task's devices (None for a CPU task).
+async fn gpu_sampler(
+    ctx: &EvalContext,
+    gpu_ids: &[String],
+) -> Result<Option<crate::telemetry::Sampler>, String> {
+    if gpu_ids.is_empty() {
+        return Ok(None);
+    }
+    let devices = gpu_ids
+        .iter()
+        .map(|id| {
+            id.parse::<crate::telemetry::DeviceSelector>()
+                .map_err(|e| format!("device {id}: {e}"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut config = crate::telemetry::SamplerConfig::new(devices);
+    if let Some(lib) = &ctx.gpu_options.nvml_lib {
+        config.lib_path = Some(lib.clone());
+    }
+    config.interval = Some(Duration::from_secs_f64(1.0 / ctx.gpu_options.telemetry_hz));
+    crate::telemetry::Sampler::start(config)
+        .await
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 /// A sample whose tree is byte-identical to base's, human's or an earlier sample's is not
 /// measured again: it takes that variant's timings (identical to human's: HM 1 exactly).
 fn share_identical_trees(variants: &mut [Variant]) {
@@ -542,6 +594,11 @@ fn write_sample(
             let mut mine = log.clone();
             mine.sample_variant = Some(v.label.clone());
             write_json(&dir.join("bench.json"), &mine)?;
+            if !log.telemetry_lines.is_empty() {
+                let mut text = log.telemetry_lines.join("\n");
+                text.push('\n');
+                write_atomic(&dir.join("telemetry.jsonl"), text.as_bytes())?;
+            }
         }
         None => {
             let _ = std::fs::remove_file(dir.join("bench.json"));
@@ -573,6 +630,7 @@ async fn prepare(
     task: &Task,
     image: &str,
     cpuset: Option<String>,
+    gpu_ids: &[String],
     guard_config: &str,
     v: &mut Variant,
     replica: usize,
@@ -616,7 +674,7 @@ async fn prepare(
         labels,
         resources: task.resources.clone(),
         cpuset,
-        gpu_ids: Vec::new(),
+        gpu_ids: gpu_ids.to_vec(),
     };
     let started = tokio::time::timeout(START_TIMEOUT, Sandbox::start(&ctx.engine, &spec)).await;
     let sandbox = match started {

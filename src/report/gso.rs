@@ -34,7 +34,9 @@ pub fn run_report(summary: &Summary) -> Value {
         }),
     );
     sets.insert("unsubmitted_ids".into(), ids(summary, |i| i.submitted == 0));
-    for status in Status::ALL {
+    // GPU tasks not attempted (--skip-gpu) are in no count, listed apart.
+    sets.insert("skipped_ids".into(), summary.totals.skipped_ids.clone());
+    for status in Status::ALL.into_iter().filter(|s| *s != Status::Skipped) {
         sets.insert(
             format!("{}_ids", status.as_str()),
             ids(summary, |i| i.best_status == Some(status)),
@@ -90,6 +92,7 @@ pub fn run_report(summary: &Summary) -> Value {
             "opt_main": 0,
             "inconclusive_instances": t.inconclusive,
             "inconclusive_samples": t.inconclusive_samples,
+            "skipped_instances": t.skipped_ids.len(),
         },
         "instance_sets": sets,
         "opt_stats": opt_stats,

@@ -50,6 +50,9 @@ pub struct Totals {
     pub not_run_ids: Vec<String>,
     /// The signal that interrupted the run, if one did.
     pub interrupted: Option<String>,
+    /// Instances not attempted (`--skip-gpu` on a host that cannot run GPU tasks): in no
+    /// denominator, listed here.
+    pub skipped_ids: Vec<String>,
     /// Instances counted as not optimised only because a verdict stayed undecided.
     pub inconclusive: usize,
     /// Samples whose verdict stayed undecided.
@@ -142,8 +145,18 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
             best,
         });
     }
+    // Instances skipped whole (GPU tasks under --skip-gpu) are reported apart and are not
+    // in any denominator: they were not attempted, for a reason that is not the model's.
+    let (skipped, instances): (Vec<InstanceOutcome>, Vec<InstanceOutcome>) =
+        instances.into_iter().partition(|i| {
+            !i.samples.is_empty()
+                && i.samples.len() == i.submitted
+                && i.samples.iter().all(|s| s.status == Status::Skipped)
+        });
+    let skipped_ids: Vec<String> = skipped.into_iter().map(|i| i.instance_id).collect();
     let mut by_status: BTreeMap<String, usize> = Status::ALL
         .iter()
+        .filter(|s| **s != Status::Skipped)
         .map(|s| (s.as_str().to_string(), 0))
         .collect();
     for inst in &instances {
@@ -188,6 +201,7 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
         .map(|i| i.instance_id.clone())
         .collect();
     let totals = Totals {
+        skipped_ids,
         complete: not_run_ids.is_empty() && info.interrupted.is_none(),
         not_run_ids,
         interrupted: info.interrupted.clone(),

@@ -45,7 +45,32 @@ struct Row {
     cells: Vec<String>,
 }
 
+/// Whether any sample has GPU energy: the table then shows it beside the speedup.
+fn with_energy(summary: &Summary) -> bool {
+    summary
+        .instances
+        .iter()
+        .flat_map(|i| &i.samples)
+        .any(|s| s.energy.is_some())
+}
+
+fn energy_cell(s: &SampleReport) -> String {
+    match &s.energy {
+        Some(e) => format!("{:.1} J ({:.2}x)", e.patch_j, e.base_over_patch),
+        None => "-".into(),
+    }
+}
+
+fn headers(summary: &Summary) -> Vec<String> {
+    let mut h: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    if with_energy(summary) {
+        h.insert(5, "GPU energy/round (base/patch)".into());
+    }
+    h
+}
+
 fn rows(summary: &Summary) -> Vec<Row> {
+    let energy = with_energy(summary);
     let mut out = Vec::new();
     for inst in &summary.instances {
         if inst.samples.is_empty() {
@@ -61,6 +86,9 @@ fn rows(summary: &Summary) -> Vec<Row> {
                     "no".into(),
                 ],
             });
+            if energy && let Some(r) = out.last_mut() {
+                r.cells.insert(5, "-".into());
+            }
         }
         for s in &inst.samples {
             let (gm, hm) = speedups(s);
@@ -76,6 +104,9 @@ fn rows(summary: &Summary) -> Vec<Row> {
                     decision(s.decision_commit).into(),
                 ],
             });
+            if energy && let Some(r) = out.last_mut() {
+                r.cells.insert(5, energy_cell(s));
+            }
         }
     }
     out
@@ -124,7 +155,8 @@ fn curve_line(xs: &[f64], ci: &[[f64; 2]]) -> String {
 /// The table printed at the end of a run.
 pub fn terminal_summary(summary: &Summary) -> String {
     let rows = rows(summary);
-    let mut widths: Vec<usize> = HEADERS.iter().map(|h| h.len()).collect();
+    let headers = headers(summary);
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(&r.cells) {
             *w = (*w).max(c.len());
@@ -141,7 +173,7 @@ pub fn terminal_summary(summary: &Summary) -> String {
             .to_string()
     };
     let mut out = String::new();
-    out.push_str(&fmt_row(&HEADERS.map(String::from)));
+    out.push_str(&fmt_row(&headers));
     out.push('\n');
     for r in &rows {
         out.push_str(&fmt_row(&r.cells));
@@ -181,11 +213,27 @@ pub fn terminal_summary(summary: &Summary) -> String {
         t.total_instances,
         t.opt_base
     ));
+    if let Some(line) = skipped_line(summary) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     if let Some(line) = partial_line(summary) {
         out.push_str(&line);
         out.push('\n');
     }
     out
+}
+
+/// One line naming the instances skipped for want of GPUs, when there are some.
+pub fn skipped_line(summary: &Summary) -> Option<String> {
+    let ids = &summary.totals.skipped_ids;
+    (!ids.is_empty()).then(|| {
+        format!(
+            "skipped (--skip-gpu; this host cannot run GPU tasks): {} instance(s), not counted in any score: {}",
+            ids.len(),
+            ids.join(", ")
+        )
+    })
 }
 
 /// One line saying why the scores above are partial, when they are.
@@ -221,6 +269,9 @@ pub fn summary_markdown(summary: &Summary) -> String {
         t.score,
         if t.complete { "" } else { " (partial)" }
     );
+    if let Some(line) = skipped_line(summary) {
+        out.push_str(&format!("{line}\n\n"));
+    }
     if let Some(line) = partial_line(summary) {
         out.push_str(&format!("**{line}**\n\n"));
     }
@@ -320,7 +371,7 @@ fn csv_field(s: &str) -> String {
 /// `results.csv`: one row per sample.
 pub fn results_csv(summary: &Summary) -> String {
     let mut out = String::from(
-        "instance_id,sample,status,apply_strategy,opt_base,opt_commit,inconclusive,gm_speedup_patch_base,gm_ci_lo,gm_ci_hi,hm_speedup_patch_commit,hm_ci_lo,hm_ci_hi,base_mean,patch_mean,commit_mean,measured_rounds,detail\n",
+        "instance_id,sample,status,apply_strategy,opt_base,opt_commit,inconclusive,gm_speedup_patch_base,gm_ci_lo,gm_ci_hi,hm_speedup_patch_commit,hm_ci_lo,hm_ci_hi,base_mean,patch_mean,commit_mean,measured_rounds,energy_base_j,energy_patch_j,energy_base_over_patch,detail\n",
     );
     for inst in &summary.instances {
         for s in &inst.samples {
@@ -336,8 +387,14 @@ pub fn results_csv(summary: &Summary) -> String {
                     .map(|iv| format!("{}", f(iv)))
                     .unwrap_or_default()
             };
+            let energy = |f: fn(&crate::timings::EnergySummary) -> f64| {
+                s.energy
+                    .as_ref()
+                    .map(|e| format!("{}", f(e)))
+                    .unwrap_or_default()
+            };
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 csv_field(&inst.instance_id),
                 s.sample,
                 s.status,
@@ -355,6 +412,9 @@ pub fn results_csv(summary: &Summary) -> String {
                 num(|x| x.patch_mean),
                 num(|x| x.commit_mean),
                 s.measured_rounds,
+                energy(|e| e.base_j),
+                energy(|e| e.patch_j),
+                energy(|e| e.base_over_patch),
                 csv_field(&s.detail)
             ));
         }

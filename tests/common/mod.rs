@@ -1,6 +1,8 @@
 //! Shared by the integration tests: the real Docker daemon, the real binary.
 #![allow(dead_code)]
 
+pub mod standin;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
