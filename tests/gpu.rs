@@ -39,7 +39,7 @@ async fn containers_carry_a_device_request_with_exactly_the_assigned_ids() {
         vec![GpuRequest {
             driver: "nvidia".into(),
             device_ids: vec!["0".into(), "2".into()],
-            count: requests[0].count.filter(|c| *c != 0),
+            count: requests[0].count,
             capabilities: vec![vec!["gpu".into()]],
         }]
     );

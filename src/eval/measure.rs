@@ -872,6 +872,138 @@ mod tests {
         }
     }
 
+    fn device(index: u32, energy: Option<f64>, reasons: &[&str]) -> crate::telemetry::RunTelemetry {
+        crate::telemetry::RunTelemetry {
+            device_index: index,
+            uuid: format!("GPU-{index}"),
+            name: "H100".into(),
+            samples: 3,
+            duration_s: 0.2,
+            gpu_util: None,
+            mem_util: None,
+            mem_used_bytes: None,
+            power_w: None,
+            sm_clock_mhz: None,
+            mem_clock_mhz: None,
+            temperature_c: None,
+            energy_j: energy,
+            throttled: !reasons.is_empty(),
+            throttle_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+            incomplete: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn report(devices: Vec<crate::telemetry::RunTelemetry>) -> crate::telemetry::RunReport {
+        crate::telemetry::RunReport {
+            tag: RunTag {
+                variant: "s0".into(),
+                round: 3,
+                run: 0,
+            },
+            duration_s: 0.2,
+            devices,
+            samples: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn gpu_runs_sum_energy_over_devices_and_flag_throttling() {
+        let g = run_gpu(report(vec![
+            device(0, Some(40.0), &[]),
+            device(1, Some(2.5), &[]),
+        ]));
+        assert_eq!(g.energy_j, Some(42.5));
+        assert!(!g.throttled);
+        assert_eq!(gpu_disturbance(&Ok(g)), None);
+        // One device without power: the run's energy is unknown, not the other's alone.
+        let g = run_gpu(report(vec![
+            device(0, Some(40.0), &[]),
+            device(1, None, &[]),
+        ]));
+        assert_eq!(g.energy_j, None);
+        let g = run_gpu(report(vec![
+            device(0, Some(40.0), &[]),
+            device(1, Some(1.0), &["sw_thermal_slowdown"]),
+        ]));
+        assert!(g.throttled);
+        assert_eq!(
+            gpu_disturbance(&Ok(g)).as_deref(),
+            Some("GPU clocks throttled: GPU 1 (sw_thermal_slowdown)")
+        );
+        let mut lost = device(0, Some(1.0), &[]);
+        lost.incomplete = Some("GPU 0 lost at t=0.1 s".into());
+        assert_eq!(
+            gpu_disturbance(&Ok(run_gpu(report(vec![lost])))).as_deref(),
+            Some("GPU telemetry incomplete: GPU 0 lost at t=0.1 s")
+        );
+        assert_eq!(
+            gpu_disturbance(&Err("the sampler stopped".into())).as_deref(),
+            Some("no GPU telemetry for the run: the sampler stopped")
+        );
+    }
+
+    #[test]
+    fn energy_per_round_and_ratios() {
+        let with = |variant: &str, round: u32, bench: &str, energy: f64, throttled: bool| {
+            let mut r = run(0.1, 0.1, None);
+            r.variant = variant.into();
+            r.round = round;
+            r.bench = bench.into();
+            r.gpu = Some(RunGpu {
+                energy_j: Some(energy),
+                throttled,
+                devices: Vec::new(),
+            });
+            r
+        };
+        let mut log = BenchLog {
+            schema_version: 1,
+            instance_id: "t".into(),
+            sample_variant: None,
+            variants: vec!["base".into(), "human".into(), "s0".into()],
+            benches: Vec::new(),
+            schedule: Schedule {
+                criterion: Criterion::Strict,
+                warmup_rounds: 0,
+                min_rounds: 1,
+                max_rounds: 2,
+                max_seconds: 10.0,
+                cpuset: None,
+                replicas: 1,
+            },
+            rounds: Vec::new(),
+            runs: vec![
+                // Per round: every bench's energy adds up.
+                with("base", 0, "a", 30.0, false),
+                with("base", 0, "b", 10.0, false),
+                with("base", 1, "a", 50.0, false),
+                with("base", 1, "b", 10.0, false),
+                with("human", 0, "a", 10.0, false),
+                with("human", 0, "b", 10.0, false),
+                with("s0", 0, "a", 20.0, true),
+                with("s0", 0, "b", 5.0, false),
+            ],
+            decided_after: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            stop_reason: String::new(),
+            seconds: 0.0,
+            shared: BTreeMap::from([("s1".to_string(), "human".to_string())]),
+            telemetry_lines: Vec::new(),
+        };
+        assert_eq!(log.energy_per_round("base"), Some(50.0));
+        let e = log.energy("s0").unwrap();
+        assert_eq!((e.base_j, e.human_j, e.patch_j), (50.0, 20.0, 25.0));
+        assert_eq!((e.base_over_patch, e.human_over_patch), (2.0, 0.8));
+        assert_eq!(e.throttled_runs, 1);
+        // A sample sharing human's tree takes human's energy.
+        assert_eq!(log.energy("s1").unwrap().patch_j, 20.0);
+        // Without telemetry: no energy at all.
+        log.runs[0].gpu = None;
+        assert_eq!(log.energy_per_round("base"), None);
+        assert!(log.energy("s0").is_none());
+    }
+
     fn task_with(benches: &[(u32, u32, u32)]) -> Task {
         let dir = tempfile::Builder::new().prefix("task").tempdir().unwrap();
         std::fs::create_dir(dir.path().join("repo")).unwrap();
