@@ -644,6 +644,7 @@ def main():
     ap.add_argument("--stability-runs", type=int, default=3)
     ap.add_argument("--only", choices=["timer", "aa", "known", "human", "wall", "filter", "gso", "stability"], action="append")
     ap.add_argument("--harness-args", default="", help="extra opt-at-k options for every run, e.g. '--estimator p20'")
+    ap.add_argument("--human-args", default="", help="extra opt-at-k options for the as-good-as-human check only, e.g. '--max-rounds 60'")
     ap.add_argument("--out", default=None, help="where to write validation.json (default: the work folder)")
     args = ap.parse_args()
     if args.quick:
@@ -668,7 +669,7 @@ def main():
         if "known" in only:
             out["known"] = known(work, args.known_trials, tuple(args.known_levels), extra)
         if "human" in only:
-            out["human"] = human(work, args.human_trials, tasks, extra)
+            out["human"] = human(work, args.human_trials, tasks, extra + args.human_args.split())
         if "wall" in only:
             out["wall"] = wall(work, args.wall_trials, extra)
         if "filter" in only and ALL_BENCHES:

@@ -39,6 +39,94 @@ pub enum Command {
     Build(BuildArgs),
     /// Regenerate every report of a run folder from its saved results (no Docker).
     Report(ReportArgs),
+    /// One task, found by a prefix of its base or human commit: base, human and one patch
+    /// measured and judged three ways.
+    Local(Box<LocalArgs>),
+    /// List the dataset's tasks with their base and human commits (no Docker).
+    Tasks(TasksArgs),
+    /// Agents named in agents.toml: `harness agent run` makes a predictions file.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Run an agent on tasks (in containers of their images) and save its patches as a
+    /// predictions file for opt-at-k.
+    Run(AgentRunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentRunArgs {
+    /// The agent's name in agents.toml.
+    #[arg(long)]
+    pub agent: String,
+    #[arg(long, default_value = "agents.toml")]
+    pub agents: PathBuf,
+    #[arg(long, default_value = "tasks")]
+    pub dataset: PathBuf,
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    pub instance_ids: Vec<String>,
+    /// Runs per task (sample 0..N-1).
+    #[arg(long, default_value_t = 1)]
+    pub samples: usize,
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+    /// The predictions file to write (default: RESULTS_DIR/agents/AGENT.predictions.jsonl,
+    /// where `harness local --agent` finds it).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LocalArgs {
+    /// A prefix (4 hex digits at least) of the task's base or human commit; `harness tasks`
+    /// lists them.
+    #[arg(long)]
+    pub commit: String,
+    /// The patch to judge (a unified diff).
+    #[arg(long, conflicts_with = "predictions")]
+    pub patch: Option<PathBuf>,
+    /// Take the patch from this predictions file: the task's row whose model_name_or_path is
+    /// --agent.
+    #[arg(long, requires = "agent")]
+    pub predictions: Option<PathBuf>,
+    /// The agent whose patch is judged: its rows in --predictions, else its saved patch
+    /// (from `harness agent run`), else the agent is run on the task now. With --patch, the
+    /// name the results go under.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Where agents are named (for --agent without a saved patch).
+    #[arg(long, default_value = "agents.toml")]
+    pub agents: PathBuf,
+    #[arg(long, default_value = "tasks")]
+    pub dataset: PathBuf,
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+    #[arg(long, default_value_t = 1.0)]
+    pub timeout_scale: f64,
+    #[command(flatten)]
+    pub rule: RuleArgs,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TasksArgs {
+    #[arg(long, default_value = "tasks")]
+    pub dataset: PathBuf,
+    /// Where sources fetched from git are cached.
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+}
+
+impl From<CriterionArg> for Criterion {
+    fn from(c: CriterionArg) -> Criterion {
+        match c {
+            CriterionArg::Strict => Criterion::Strict,
+            CriterionArg::Gso => Criterion::Gso,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -62,6 +150,18 @@ pub struct OptAtKArgs {
     pub k: usize,
     #[command(flatten)]
     pub common: CommonArgs,
+    #[command(flatten)]
+    pub rule: RuleArgs,
+    /// Print the machine-readable summary (JSON) on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
+}
+
+/// How samples are measured and judged (opt-at-k and local).
+#[derive(Debug, Args)]
+pub struct RuleArgs {
     /// Decision rule for opt_base / opt_commit.
     #[arg(long, value_enum, default_value = "strict")]
     pub criterion: CriterionArg,
@@ -91,11 +191,6 @@ pub struct OptAtKArgs {
     /// opt_commit needs HM of (human time / patch time) > this.
     #[arg(long, default_value_t = 0.95)]
     pub opt_thresh: f64,
-    /// Print the machine-readable summary (JSON) on stdout instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub gpu: GpuArgs,
 }
 
 /// GPU tasks and their telemetry.
@@ -207,6 +302,9 @@ pub async fn main_with(cli: Cli) -> i32 {
         Command::OptAtK(a) => opt_at_k(*a, verbosity).await,
         Command::Build(a) => build(a).await,
         Command::Report(a) => report(a),
+        Command::Local(a) => local(*a, verbosity).await,
+        Command::Tasks(a) => tasks(a),
+        Command::Agent(AgentCommand::Run(a)) => agent_run(a).await,
     };
     match result {
         Ok(code) => code,
@@ -228,18 +326,15 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         instance_ids: a.common.instance_ids,
         jobs: a.common.jobs,
         timeout_scale: a.common.timeout_scale,
-        min_speedup: a.min_speedup,
-        opt_thresh: a.opt_thresh,
-        criterion: match a.criterion {
-            CriterionArg::Strict => Criterion::Strict,
-            CriterionArg::Gso => Criterion::Gso,
-        },
-        seed: a.seed,
-        estimator: a.estimator,
-        min_rounds: a.min_rounds,
-        max_rounds: a.max_rounds,
-        max_measure_seconds: a.max_measure_seconds,
-        replicas: a.replicas,
+        min_speedup: a.rule.min_speedup,
+        opt_thresh: a.rule.opt_thresh,
+        criterion: a.rule.criterion.into(),
+        seed: a.rule.seed,
+        estimator: a.rule.estimator,
+        min_rounds: a.rule.min_rounds,
+        max_rounds: a.rule.max_rounds,
+        max_measure_seconds: a.rule.max_measure_seconds,
+        replicas: a.rule.replicas,
         verbosity,
         json: a.json,
         gpu: a.gpu.options(),
@@ -266,6 +361,157 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         println!("results: {}", outcome.run_dir.root.display());
     }
     Ok(exit_code(&outcome))
+}
+
+async fn local(a: LocalArgs, verbosity: Verbosity) -> Result<i32> {
+    let dataset = Dataset::load(&a.dataset)?;
+    let cache = a.results_dir.join(".cache");
+    let found = crate::local::find_task(&dataset, &cache, &a.commit)?;
+    let model = a.agent.clone().unwrap_or_else(|| "local".to_string());
+    // One folder per commit prefix, a run per model in it (a run folder holds one model).
+    let local_root = a
+        .results_dir
+        .join(format!("local-{}", a.commit.to_ascii_lowercase()));
+    let run_id = crate::results::model_slug(&model);
+    let source = match (&a.patch, &a.predictions, &a.agent) {
+        (Some(p), _, _) => crate::local::PatchSource::File(p.clone()),
+        (None, Some(p), _) => crate::local::PatchSource::Predictions(p.clone()),
+        (None, None, None) => anyhow::bail!(
+            "give the patch: --patch FILE, --predictions FILE --agent NAME, or --agent NAME"
+        ),
+        (None, None, Some(agent)) => {
+            let saved = crate::local::saved_patches(&a.results_dir, agent);
+            if crate::local::has_row(&saved, agent, &found.task_id) {
+                eprintln!(
+                    "using {agent}'s saved patch for {} from {}",
+                    found.task_id,
+                    saved.display()
+                );
+                crate::local::PatchSource::Predictions(saved)
+            } else {
+                let agents = crate::agents::load(&a.agents)?;
+                let spec = agents.get(agent).with_context(|| {
+                    format!(
+                        "{}: no agent named {agent:?} (agents there: {})",
+                        a.agents.display(),
+                        agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                })?;
+                eprintln!(
+                    "no saved patch of {agent} for {}: running the agent now",
+                    found.task_id
+                );
+                let task = &dataset.tasks[&found.task_id];
+                let engine = Engine::connect().await?;
+                let out = local_root.join(&run_id).join("agent.predictions.jsonl");
+                let batch = crate::agents::run_batch(
+                    &engine,
+                    spec,
+                    &[task],
+                    1,
+                    &a.results_dir,
+                    &out,
+                    &|m| eprintln!("{m}"),
+                )
+                .await?;
+                if let Some(f) = batch.failures.first() {
+                    anyhow::bail!("agent {agent} gave no patch: {f}");
+                }
+                crate::local::PatchSource::Predictions(batch.predictions)
+            }
+        }
+    };
+    let predictions = crate::local::predictions_file(
+        &found,
+        &source,
+        &model,
+        &local_root.join(&run_id),
+        &a.results_dir,
+    )?;
+    let plan = RunPlan::resolve(RawRunOptions {
+        model: model.clone(),
+        predictions: vec![predictions],
+        k: 1,
+        dataset: a.dataset,
+        results_root: local_root,
+        run_id: Some(run_id),
+        instance_ids: vec![found.task_id.clone()],
+        jobs: Some(1),
+        timeout_scale: a.timeout_scale,
+        min_speedup: a.rule.min_speedup,
+        opt_thresh: a.rule.opt_thresh,
+        criterion: a.rule.criterion.into(),
+        seed: a.rule.seed,
+        estimator: a.rule.estimator,
+        min_rounds: a.rule.min_rounds,
+        max_rounds: a.rule.max_rounds,
+        max_measure_seconds: a.rule.max_measure_seconds,
+        replicas: a.rule.replicas,
+        verbosity,
+        json: false,
+        gpu: a.gpu.options(),
+    })?;
+    let outcome = crate::runner::opt_at_k(&plan).await?;
+    print!(
+        "{}",
+        crate::local::three_way(&found, &model, &outcome.summary)
+    );
+    println!("results: {}", outcome.run_dir.root.display());
+    Ok(exit_code(&outcome))
+}
+
+async fn agent_run(a: AgentRunArgs) -> Result<i32> {
+    let agents = crate::agents::load(&a.agents)?;
+    let agent = agents.get(&a.agent).with_context(|| {
+        format!(
+            "{}: no agent named {:?} (agents there: {})",
+            a.agents.display(),
+            a.agent,
+            agents.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    if a.samples == 0 {
+        anyhow::bail!("--samples: must be at least 1");
+    }
+    let dataset = Dataset::load(&a.dataset)?;
+    let (tasks, warnings) = dataset.select(&a.instance_ids)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::local::saved_patches(&a.results_dir, &a.agent));
+    let engine = Engine::connect().await?;
+    let batch = crate::agents::run_batch(
+        &engine,
+        agent,
+        &tasks,
+        a.samples,
+        &a.results_dir,
+        &out,
+        &|m| eprintln!("{m}"),
+    )
+    .await?;
+    println!(
+        "{} patch(es) of {} written to {}",
+        batch.runs.len(),
+        a.agent,
+        batch.predictions.display()
+    );
+    for f in &batch.failures {
+        eprintln!("no patch: {f}");
+    }
+    Ok(if batch.failures.is_empty() { 0 } else { 1 })
+}
+
+fn tasks(a: TasksArgs) -> Result<i32> {
+    let dataset = Dataset::load(&a.dataset)?;
+    print!(
+        "{}",
+        crate::local::task_listing(&dataset, &a.results_dir.join(".cache"))
+    );
+    Ok(if dataset.invalid.is_empty() { 0 } else { 1 })
 }
 
 /// 130 after SIGINT, 143 after SIGTERM, 1 when a sample ended `error` (infrastructure:

@@ -5,7 +5,9 @@
 //! [`eval`] (docker, patch, measure) → [`results`] on disk → [`metrics`] → [`report`].
 //! Progress goes as [`events::Event`]s to one reporter that owns the terminal.
 
+pub mod agents;
 pub mod cli;
+pub mod commits;
 pub mod cpuset;
 pub mod dataset;
 pub mod docker;
@@ -13,6 +15,7 @@ pub mod eval;
 pub mod events;
 pub mod fingerprint;
 pub mod gpu;
+pub mod local;
 pub mod metrics;
 pub mod patch;
 pub mod plan;

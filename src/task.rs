@@ -42,6 +42,16 @@ struct RawTask {
     measure: RawMeasure,
     #[serde(default)]
     resources: RawResources,
+    commits: Option<RawCommits>,
+}
+
+/// The commits the task is known by, as `harness tasks` prints them: checked against the
+/// task's content when they are used.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCommits {
+    base: Option<String>,
+    human: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -244,6 +254,14 @@ pub struct Task {
     pub resources: Resources,
     pub protected: Vec<String>,
     protected_set: Vec<regex::Regex>,
+    /// `[commits]`: the base and human commits the task states (prefixes allowed).
+    pub commits: Option<StatedCommits>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatedCommits {
+    pub base: Option<String>,
+    pub human: Option<String>,
 }
 
 impl Task {
@@ -599,7 +617,29 @@ impl Task {
             protected_set.push(re);
         }
 
+        let commits = match raw.commits {
+            None => None,
+            Some(c) => {
+                for (what, v) in [("commits.base", &c.base), ("commits.human", &c.human)] {
+                    if let Some(v) = v
+                        && (!(4..=64).contains(&v.len())
+                            || !v.chars().all(|ch| ch.is_ascii_hexdigit()))
+                    {
+                        return Err(field_err(
+                            what,
+                            "must be a commit hash (4 to 64 hex digits)".into(),
+                        ));
+                    }
+                }
+                Some(StatedCommits {
+                    base: c.base.map(|b| b.to_ascii_lowercase()),
+                    human: c.human.map(|h| h.to_ascii_lowercase()),
+                })
+            }
+        };
+
         Ok(Task {
+            commits,
             id,
             dir: dir.to_path_buf(),
             toml_path: toml_path.to_path_buf(),

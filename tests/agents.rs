@@ -1,0 +1,304 @@
+//! Agents run by the harness, end to end with the scripted stand-in
+//! (`scripts/standin_agent.sh`): `agent run` → predictions → `opt-at-k`; `local` by commit
+//! prefix with `--patch`, `--predictions` and `--agent`; and the secret the agent is given
+//! stays out of every image, log, report and predictions file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+const SECRET: &str = "test-secret-7f3a9c1e";
+
+fn agents_toml(dir: &Path) -> PathBuf {
+    let script = repo_root().join("scripts/standin_agent.sh");
+    let p = dir.join("agents.toml");
+    write(
+        &p,
+        &format!(
+            "[agent.standin]\nscript = {:?}\ncommand = \"/opt/agent/run\"\nenv = [\"ANTHROPIC_API_KEY\"]\ntime_limit = 120\n",
+            script.to_str().unwrap()
+        ),
+    );
+    p
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p)
+                && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+            {
+                hits.push(p);
+            }
+        }
+    }
+    hits
+}
+
+#[test]
+fn agent_run_feeds_opt_at_k_and_its_secret_is_nowhere() {
+    if !docker_available("agent_run_feeds_opt_at_k") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "agent-task", SLOW, FAST, "");
+    let agents = agents_toml(tmp.path());
+    let out = tmp.path().join("out");
+    let agent_run = |env: Option<&str>| {
+        let mut cmd = harness();
+        cmd.args(["agent", "run", "--agent", "standin"])
+            .arg("--agents")
+            .arg(&agents)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&out)
+            .env_remove("ANTHROPIC_API_KEY");
+        if let Some(v) = env {
+            cmd.env("ANTHROPIC_API_KEY", v);
+        }
+        run(&mut cmd)
+    };
+    // Without the key: a clear error naming it, nothing run.
+    let o = agent_run(None);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ANTHROPIC_API_KEY"));
+
+    let o = agent_run(Some(SECRET));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let preds = out.join("agents/standin.predictions.jsonl");
+    let text = std::fs::read_to_string(&preds).unwrap();
+    let row: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(row["instance_id"], "agent-task");
+    assert_eq!(row["model_name_or_path"], "standin");
+    assert!(
+        row["model_patch"]
+            .as_str()
+            .unwrap()
+            .contains("+    return (n - 1) * n * (2 * n - 1) // 6"),
+        "{row}"
+    );
+    let log = std::fs::read_to_string(out.join("agents/standin/agent-task/0.log")).unwrap();
+    assert!(
+        log.contains("key ***"),
+        "the agent used the key, redacted: {log}"
+    );
+
+    // The predictions file evaluates end to end.
+    let o = run(harness()
+        .args([
+            "opt-at-k",
+            "--model",
+            "standin",
+            "--k",
+            "1",
+            "--run-id",
+            "agent-e2e",
+            "--replicas",
+            "2",
+            "--min-rounds",
+            "5",
+            "--max-rounds",
+            "6",
+        ])
+        .arg("--predictions")
+        .arg(&preds)
+        .arg("--dataset")
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(&out));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rep = read_json(&out.join("agent-e2e/standin/agent-task/0/report.json"));
+    assert_eq!(rep["status"], "passed", "{rep}");
+    assert_eq!(
+        rep["shared_with"], "human",
+        "the agent wrote the human's code: {rep}"
+    );
+
+    // The secret is in no file the harness wrote, and in no layer or config of the image.
+    assert!(
+        files_containing(&out, SECRET).is_empty(),
+        "{:?}",
+        files_containing(&out, SECRET)
+    );
+    let image = rep["image"].as_str().unwrap();
+    for args in [
+        vec!["history", "--no-trunc", image],
+        vec!["image", "inspect", image],
+    ] {
+        let o = std::process::Command::new("docker")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains(SECRET),
+            "docker {args:?}"
+        );
+    }
+    assert!(containers_of_run("agent-standin").is_empty());
+}
+
+fn local(args: &[&str], extra: &[(&str, &Path)], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = harness();
+    cmd.arg("local")
+        .args(args)
+        .args(["--replicas", "2", "--min-rounds", "5", "--max-rounds", "5"])
+        .env_remove("ANTHROPIC_API_KEY");
+    for (flag, path) in extra {
+        cmd.arg(flag).arg(path);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(&mut cmd)
+}
+
+/// The prefix of a task's human commit, from `harness tasks`.
+fn human_commit(dataset: &Path, id: &str) -> String {
+    let o = run(harness().arg("tasks").arg("--dataset").arg(dataset));
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(id))
+        .unwrap_or_else(|| panic!("{id} not listed: {text}"));
+    line.split_whitespace().nth(2).unwrap()[..10].to_string()
+}
+
+#[test]
+fn local_on_a_shipped_example_by_commit_prefix_three_ways() {
+    if !docker_available("local_on_a_shipped_example") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("out");
+    let examples = repo_root().join("tasks");
+    let prefix = human_commit(&examples, "dedupe-list");
+    let human_patch = repo_root().join("tasks/dedupe-list/human.patch");
+    let table = |o: &std::process::Output| {
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{text}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(text.contains("task dedupe-list"), "{text}");
+        assert!(text.contains("speedup over base"), "{text}");
+        assert!(text.contains("patch vs human:"), "{text}");
+        text
+    };
+    // --patch: the human's own patch matches the human.
+    let o = local(
+        &["--commit", &prefix],
+        &[
+            ("--patch", &human_patch),
+            ("--dataset", &examples),
+            ("--results-dir", &results),
+        ],
+        &[],
+    );
+    let text = table(&o);
+    assert!(text.contains("matches human"), "{text}");
+    assert!(
+        results
+            .join(format!("local-{}", prefix.to_lowercase()))
+            .join("local/run.json")
+            .is_file()
+    );
+
+    // --agent of the stand-in, with no saved patch: it runs, then is judged.
+    let agents = agents_toml(tmp.path());
+    let o = local(
+        &["--commit", &prefix, "--agent", "standin"],
+        &[
+            ("--agents", &agents),
+            ("--dataset", &examples),
+            ("--results-dir", &results),
+        ],
+        &[("ANTHROPIC_API_KEY", SECRET)],
+    );
+    let text = table(&o);
+    assert!(text.contains("patch of standin"), "{text}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("running the agent now"));
+
+    // --predictions with the agent's rows.
+    let preds = tmp.path().join("p.jsonl");
+    write(
+        &preds,
+        &(serde_json::json!({"instance_id": "dedupe-list", "model_name_or_path": "someone",
+            "model_patch": std::fs::read_to_string(&human_patch).unwrap()})
+        .to_string()
+            + "\n"),
+    );
+    let o = local(
+        &["--commit", &prefix, "--agent", "someone"],
+        &[
+            ("--predictions", &preds),
+            ("--dataset", &examples),
+            ("--results-dir", &results),
+        ],
+        &[],
+    );
+    table(&o);
+    assert!(files_containing(&results, SECRET).is_empty());
+}
+
+#[test]
+fn unknown_and_ambiguous_prefixes_are_explained() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    // Same content, so the same reproducible commits: any prefix of them is ambiguous.
+    make_task(&ds, "twin-a", SLOW, FAST, "");
+    make_task(&ds, "twin-b", SLOW, FAST, "");
+    let patch = tmp.path().join("x.patch");
+    write(&patch, "");
+    let prefix = human_commit(&ds, "twin-a");
+    let o = local(
+        &["--commit", &prefix],
+        &[("--patch", &patch), ("--dataset", &ds)],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is ambiguous"), "{err}");
+    assert!(err.contains("twin-a") && err.contains("twin-b"), "{err}");
+    let o = local(
+        &["--commit", "ffffffff"],
+        &[("--patch", &patch), ("--dataset", &ds)],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no task in") && err.contains("starting with ffffffff"),
+        "{err}"
+    );
+    assert!(err.contains("twin-a: base "), "lists the commits: {err}");
+    let o = local(
+        &["--commit", "xyz"],
+        &[("--patch", &patch), ("--dataset", &ds)],
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("4 or more hex digits"));
+}
