@@ -450,7 +450,10 @@ pub async fn run_batch(
                         if r.timed_out {
                             "stopped at the time limit".to_string()
                         } else {
-                            format!("exit {:?}", r.exit_code)
+                            match r.exit_code {
+                                Some(c) => format!("exit {c}"),
+                                None => "no exit code".to_string(),
+                            }
                         },
                         r.seconds,
                         r.patch.len(),
