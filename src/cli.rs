@@ -30,6 +30,20 @@ pub struct Cli {
     pub verbose: bool,
 }
 
+/// Parses the command line like clap's `Parser::parse`, except that a usage error exits 1
+/// (bad input) rather than clap's 2, which is the exit code of a missed `--fail-under`
+/// threshold. `--help` and `--version` exit 0. (The binary's `main` still calls
+/// `Cli::parse()`: switching it to this function makes every usage error exit 1.)
+pub fn parse_args() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { 1 } else { 0 });
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The main job: evaluate the first K samples of each instance for a model.
@@ -47,6 +61,91 @@ pub enum Command {
     /// Agents named in agents.toml: `harness agent run` makes a predictions file.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// What a run folder holds: done, failed and left samples per model and task (no Docker).
+    Status(StatusArgs),
+    /// Check the Docker engine, disk, base image, NVIDIA runtime and NVML; say what to fix.
+    Doctor(DoctorArgs),
+    /// The harness's images: `harness images gc` removes those no task needs any more.
+    #[command(subcommand)]
+    Images(ImagesCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Run folders (evaluation_results/<run_id>), or folders holding run folders.
+    #[arg(required = true)]
+    pub run_dirs: Vec<PathBuf>,
+    /// Print the counts as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The NVML library to load (default: the driver's libnvidia-ml.so.1).
+    #[arg(long, env = "HARNESS_NVML_LIB")]
+    pub nvml_lib: Option<PathBuf>,
+    /// This host must run GPU tasks: no NVML or no NVIDIA runtime is a FAIL, not a WARN.
+    #[arg(long)]
+    pub require_gpu: bool,
+    /// Print the checks as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Remove task images no task of the dataset needs any more, dangling images of the
+    /// harness's builds and containers left by killed runs; report the space freed.
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    #[arg(long, default_value = "tasks")]
+    pub dataset: PathBuf,
+    /// Where sources fetched from git are cached.
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+    /// Say what would be removed and about how much space it would free; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also remove the images of tasks that are not in the dataset (other datasets' tasks,
+    /// deleted tasks).
+    #[arg(long)]
+    pub all_tasks: bool,
+    /// Print what was done as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// CI outputs of a run (opt-at-k and report).
+#[derive(Debug, Args)]
+pub struct CiArgs {
+    /// Write the run as JUnit XML to FILE: one test case per sample (see README, CI outputs).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Exit 2 when a figure is below a threshold: opt@K=X or pass@k=X (X percent, k from 1
+    /// to the run's K; opt@K at k = K is Opt@K). Repeatable.
+    /// (Read as text and checked by the harness, so a malformed one is bad input: exit 1.)
+    #[arg(long, value_name = "METRIC@k=X")]
+    pub fail_under: Vec<String>,
+}
+
+impl CiArgs {
+    /// The `--fail-under` thresholds, checked against the run's K.
+    pub fn gates(&self, k_run: usize) -> Result<Vec<crate::ci::FailUnder>> {
+        let gates = self
+            .fail_under
+            .iter()
+            .map(|g| {
+                g.parse::<crate::ci::FailUnder>()
+                    .map_err(|e| anyhow::anyhow!("--fail-under {e}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        crate::ci::check_k(&gates, k_run)?;
+        Ok(gates)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -155,6 +254,8 @@ pub struct OptAtKArgs {
     /// Print the machine-readable summary (JSON) on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: CiArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
 }
@@ -286,10 +387,13 @@ pub struct ReportArgs {
     /// With regrading: the figure strict takes of a variant's runs (min, mean, median, pNN).
     #[arg(long)]
     pub estimator: Option<crate::rule::Estimator>,
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 /// Exit codes: 0 the run completed, 1 bad input or infrastructure failure (a sample ended
-/// `error`), 130 interrupted by SIGINT, 143 by SIGTERM.
+/// `error`), 2 a `--fail-under` threshold missed, 130 interrupted by SIGINT, 143 by SIGTERM
+/// (the first that applies in the order 130/143, 1, 2).
 pub async fn main_with(cli: Cli) -> i32 {
     let verbosity = if cli.quiet {
         Verbosity::Quiet
@@ -305,6 +409,9 @@ pub async fn main_with(cli: Cli) -> i32 {
         Command::Local(a) => local(*a, verbosity).await,
         Command::Tasks(a) => tasks(a),
         Command::Agent(AgentCommand::Run(a)) => agent_run(a).await,
+        Command::Status(a) => status(a),
+        Command::Doctor(a) => doctor(a).await,
+        Command::Images(ImagesCommand::Gc(a)) => images_gc(a).await,
     };
     match result {
         Ok(code) => code,
@@ -316,6 +423,7 @@ pub async fn main_with(cli: Cli) -> i32 {
 }
 
 async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
+    let gates = a.ci.gates(a.k)?;
     let plan = RunPlan::resolve(RawRunOptions {
         model: a.model,
         predictions: a.predictions,
@@ -340,9 +448,13 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         gpu: a.gpu.options(),
     })?;
     let outcome = crate::runner::opt_at_k(&plan).await?;
+    let gates = ci_outputs(&a.ci, &gates, &outcome.summary)?;
     if plan.json {
         let mut summary = crate::report::json_summary(&outcome.summary);
         if let serde_json::Value::Object(m) = &mut summary {
+            if !a.ci.fail_under.is_empty() {
+                m.insert("fail_under".into(), serde_json::to_value(&gates)?);
+            }
             m.insert(
                 "invocation".into(),
                 serde_json::json!({
@@ -360,7 +472,77 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         print!("{}", crate::report::terminal_summary(&outcome.summary));
         println!("results: {}", outcome.run_dir.root.display());
     }
-    Ok(exit_code(&outcome))
+    eprint!("{}", crate::ci::describe(&gates));
+    Ok(match exit_code(&outcome) {
+        0 => crate::ci::exit_code(&gates),
+        code => code,
+    })
+}
+
+/// `--junit` and `--fail-under` of a finished (or interrupted) run: writes the JUnit file,
+/// judges the thresholds.
+fn ci_outputs(
+    ci: &CiArgs,
+    gates: &[crate::ci::FailUnder],
+    summary: &crate::report::Summary,
+) -> Result<Vec<crate::ci::GateResult>> {
+    if let Some(path) = &ci.junit {
+        crate::results::write_atomic(path, crate::report::junit_xml(summary).as_bytes())
+            .with_context(|| format!("--junit {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(crate::ci::judge(summary, gates))
+}
+
+fn status(a: StatusArgs) -> Result<i32> {
+    let runs = crate::status::status_of(&a.run_dirs)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "runs": runs }))?
+        );
+    } else {
+        let text: Vec<String> = runs.iter().map(crate::status::render).collect();
+        print!("{}", text.join("\n"));
+    }
+    Ok(0)
+}
+
+async fn doctor(a: DoctorArgs) -> Result<i32> {
+    let checks = crate::doctor::diagnose(&crate::doctor::DoctorOptions {
+        nvml_lib: a.nvml_lib,
+        require_gpu: a.require_gpu,
+    })
+    .await;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "checks": checks }))?
+        );
+    } else {
+        print!("{}", crate::doctor::render(&checks));
+    }
+    Ok(crate::doctor::exit_code(&checks))
+}
+
+async fn images_gc(a: GcArgs) -> Result<i32> {
+    let engine = Engine::connect().await?;
+    let report = crate::gc::gc(
+        &engine,
+        &crate::gc::GcOptions {
+            dataset: a.dataset,
+            cache_dir: a.results_dir.join(".cache"),
+            dry_run: a.dry_run,
+            all_tasks: a.all_tasks,
+        },
+    )
+    .await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", crate::gc::render(&report));
+    }
+    Ok(if report.failures.is_empty() { 0 } else { 1 })
 }
 
 async fn local(a: LocalArgs, verbosity: Verbosity) -> Result<i32> {
@@ -601,6 +783,11 @@ fn report(a: ReportArgs) -> Result<i32> {
     let run = RunDir {
         root: a.run_dir.clone(),
     };
+    let gates = if a.ci.fail_under.is_empty() {
+        Vec::new()
+    } else {
+        a.ci.gates(run.load_run_info()?.k)?
+    };
     if a.criterion.is_some()
         || a.min_speedup.is_some()
         || a.opt_thresh.is_some()
@@ -661,16 +848,21 @@ fn report(a: ReportArgs) -> Result<i32> {
         );
     }
     let files = crate::report::write_all(&run, &summary)?;
+    let gates = ci_outputs(&a.ci, &gates, &summary)?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&crate::report::json_summary(&summary))?
-        );
+        let mut json = crate::report::json_summary(&summary);
+        if let serde_json::Value::Object(m) = &mut json
+            && !a.ci.fail_under.is_empty()
+        {
+            m.insert("fail_under".into(), serde_json::to_value(&gates)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{}", crate::report::terminal_summary(&summary));
         for f in files {
             println!("wrote {}", f.display());
         }
     }
-    Ok(0)
+    eprint!("{}", crate::ci::describe(&gates));
+    Ok(crate::ci::exit_code(&gates))
 }

@@ -6,14 +6,17 @@
 //! Progress goes as [`events::Event`]s to one reporter that owns the terminal.
 
 pub mod agents;
+pub mod ci;
 pub mod cli;
 pub mod commits;
 pub mod cpuset;
 pub mod dataset;
 pub mod docker;
+pub mod doctor;
 pub mod eval;
 pub mod events;
 pub mod fingerprint;
+pub mod gc;
 pub mod gpu;
 pub mod local;
 pub mod metrics;
@@ -29,6 +32,7 @@ pub mod rule;
 pub mod runner;
 pub mod source;
 pub mod stats;
+pub mod status;
 pub mod task;
 pub mod telemetry;
 pub mod timings;

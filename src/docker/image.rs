@@ -337,7 +337,7 @@ pub async fn ensure_task_image(
 
 /// Where `scripts/make-base-image.sh` is: `$HARNESS_SCRIPTS`, `./scripts`, or the checkout
 /// this binary was built from.
-fn base_image_script() -> Option<PathBuf> {
+pub(crate) fn base_image_script() -> Option<PathBuf> {
     let mut candidates = Vec::new();
     if let Ok(dir) = std::env::var("HARNESS_SCRIPTS") {
         candidates.push(PathBuf::from(dir).join("make-base-image.sh"));
@@ -411,6 +411,147 @@ pub async fn ensure_base_images(
         );
     }
     Ok(())
+}
+
+/// The tag the task's image has now (what `ensure_task_image` would build or find), without
+/// building anything.
+pub async fn current_image_tag(
+    engine: &Engine,
+    task: &Task,
+    material: &Material,
+) -> Result<String> {
+    let base_id = local_image_id(engine, &task.base_image)
+        .await?
+        .unwrap_or_else(|| task.base_image.clone());
+    Ok(image_tag(task, material, &base_id))
+}
+
+/// The repository prefix of every task image.
+pub const TASK_REPOSITORY_PREFIX: &str = "harness-task/";
+
+/// An image labelled `org.harness.managed=true`.
+#[derive(Debug, Clone)]
+pub struct ManagedImage {
+    pub id: String,
+    /// Its tags (none for a dangling image).
+    pub tags: Vec<String>,
+    /// The `org.harness.instance` label: the task it was built for.
+    pub instance: Option<String>,
+    /// Size with the layers it shares (the base image's included).
+    pub size: u64,
+    pub created: i64,
+}
+
+impl ManagedImage {
+    pub fn dangling(&self) -> bool {
+        self.tags.is_empty()
+    }
+}
+
+fn real_tags(tags: Vec<String>) -> Vec<String> {
+    tags.into_iter()
+        .filter(|t| t != "<none>:<none>" && !t.ends_with(":<none>"))
+        .collect()
+}
+
+/// Every image (top level, not build intermediates) carrying the harness's label.
+pub async fn managed_images(engine: &Engine) -> Result<Vec<ManagedImage>> {
+    let mut filters = std::collections::HashMap::new();
+    filters.insert("label".to_string(), vec![format!("{LABEL_MANAGED}=true")]);
+    let opts = bollard::query_parameters::ListImagesOptionsBuilder::default()
+        .all(false)
+        .filters(&filters)
+        .build();
+    let list = engine
+        .api
+        .list_images(Some(opts))
+        .await
+        .context("cannot list images")?;
+    Ok(list
+        .into_iter()
+        .filter(|i| i.labels.get(LABEL_MANAGED).is_some_and(|v| v == "true"))
+        .map(|i| ManagedImage {
+            instance: i.labels.get(LABEL_INSTANCE).cloned(),
+            tags: real_tags(i.repo_tags),
+            size: i.size.max(0) as u64,
+            created: i.created,
+            id: i.id,
+        })
+        .collect())
+}
+
+/// The ids of every top-level image on the engine (anyone's).
+pub async fn all_image_ids(engine: &Engine) -> Result<Vec<String>> {
+    let opts = bollard::query_parameters::ListImagesOptionsBuilder::default()
+        .all(false)
+        .build();
+    Ok(engine
+        .api
+        .list_images(Some(opts))
+        .await
+        .context("cannot list images")?
+        .into_iter()
+        .map(|i| i.id)
+        .collect())
+}
+
+/// The layers of an image, newest first: (the id of the image that added it, or
+/// `<missing>` when the engine does not have it; bytes it added).
+pub async fn image_layers(engine: &Engine, image: &str) -> Result<Vec<(String, u64)>> {
+    Ok(engine
+        .api
+        .image_history(image)
+        .await
+        .with_context(|| format!("cannot read the history of image {image}"))?
+        .into_iter()
+        .map(|h| (h.id, h.size.max(0) as u64))
+        .collect())
+}
+
+/// What removing one image reference did.
+#[derive(Debug, Clone)]
+pub enum ImageRemoval {
+    /// Image ids deleted (the image and any parent layers only it used) and tags removed.
+    Removed {
+        deleted: Vec<String>,
+        untagged: Vec<String>,
+    },
+    /// The engine refused without force (a container or a child image uses it): kept.
+    Conflict(String),
+    /// It was gone already.
+    Missing,
+}
+
+/// Removes a tag or an image id, never forced: the engine refuses when a container uses the
+/// image or another image is built on it.
+pub async fn remove_image(engine: &Engine, reference: &str) -> Result<ImageRemoval> {
+    let opts = bollard::query_parameters::RemoveImageOptionsBuilder::default()
+        .force(false)
+        .noprune(false)
+        .build();
+    match engine.api.remove_image(reference, Some(opts), None).await {
+        Ok(items) => {
+            let mut deleted = Vec::new();
+            let mut untagged = Vec::new();
+            for i in items {
+                if let Some(d) = i.deleted {
+                    deleted.push(d);
+                }
+                if let Some(u) = i.untagged {
+                    untagged.push(u);
+                }
+            }
+            Ok(ImageRemoval::Removed { deleted, untagged })
+        }
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(ImageRemoval::Missing),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409,
+            message,
+        }) => Ok(ImageRemoval::Conflict(message)),
+        Err(e) => Err(e).with_context(|| format!("cannot remove image {reference}")),
+    }
 }
 
 #[cfg(test)]

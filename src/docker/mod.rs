@@ -4,7 +4,7 @@
 pub mod container;
 pub mod image;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -168,6 +168,108 @@ impl Engine {
             }
         }
         Ok(removed)
+    }
+}
+
+/// What the engine says about itself (`harness doctor`).
+#[derive(Debug, Clone, Default)]
+pub struct EngineInfo {
+    pub server_version: String,
+    /// The engine's newest API version.
+    pub api_version: String,
+    pub min_api_version: Option<String>,
+    /// The API version this client speaks with it (negotiated down to the engine's).
+    pub client_api_version: String,
+    pub storage_driver: Option<String>,
+    /// Where the engine keeps images and containers (on the engine's host).
+    pub docker_root_dir: Option<String>,
+    /// Container runtimes, sorted.
+    pub runtimes: Vec<String>,
+    pub operating_system: Option<String>,
+}
+
+impl Engine {
+    /// Version, API, storage driver, root folder and runtimes of the engine.
+    pub async fn engine_info(&self) -> Result<EngineInfo> {
+        let version = self
+            .api
+            .version()
+            .await
+            .context("cannot read the Docker engine's version")?;
+        let info = self
+            .api
+            .info()
+            .await
+            .context("cannot read the Docker engine's info")?;
+        let client = self.api.client_version();
+        let mut runtimes: Vec<String> = info
+            .runtimes
+            .map(|r| r.into_keys().collect())
+            .unwrap_or_default();
+        runtimes.sort();
+        Ok(EngineInfo {
+            server_version: version
+                .version
+                .or(info.server_version)
+                .unwrap_or_else(|| "unknown".into()),
+            api_version: version.api_version.unwrap_or_else(|| "unknown".into()),
+            min_api_version: version.min_api_version,
+            client_api_version: format!("{}.{}", client.major_version, client.minor_version),
+            storage_driver: info.driver,
+            docker_root_dir: info.docker_root_dir,
+            runtimes,
+            operating_system: info.operating_system,
+        })
+    }
+
+    /// Containers of this harness whose owning process is gone (what
+    /// [`Engine::remove_orphans`] would remove), as (id, name).
+    pub async fn orphan_containers(&self) -> Result<Vec<(String, String)>> {
+        let host = hostname();
+        let mut out = Vec::new();
+        for c in self.list_managed(None).await? {
+            let (Some(id), Some(labels)) = (c.id.as_deref(), c.labels.as_ref()) else {
+                continue;
+            };
+            let Some(owner) = labels.get(LABEL_OWNER) else {
+                continue;
+            };
+            if owner_is_alive(owner, &host) {
+                continue;
+            }
+            let name = c
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .map(|n| n.trim_start_matches('/').to_string())
+                .unwrap_or_default();
+            out.push((id.to_string(), name));
+        }
+        Ok(out)
+    }
+
+    /// Every container on the engine (any state, anyone's), by the id of the image it uses:
+    /// image id → container names.
+    pub async fn containers_by_image(&self) -> Result<BTreeMap<String, Vec<String>>> {
+        let opts = ListContainersOptionsBuilder::default().all(true).build();
+        let list = self
+            .api
+            .list_containers(Some(opts))
+            .await
+            .context("cannot list containers")?;
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for c in list {
+            let Some(image) = c.image_id else { continue };
+            let name = c
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .map(|n| n.trim_start_matches('/').to_string())
+                .or(c.id)
+                .unwrap_or_default();
+            out.entry(image).or_default().push(name);
+        }
+        Ok(out)
     }
 }
 

@@ -2,6 +2,7 @@
 //! report` regenerates exactly what the run wrote.
 
 mod gso;
+mod junit;
 mod text;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use serde::Serialize;
 use crate::metrics::{opt_at_k_score, pass_at_k_curve, pass_at_k_rows};
 use crate::results::{RunDir, RunInfo, SampleReport, Status, write_atomic, write_json};
 
+pub use junit::junit_xml;
 pub use text::terminal_summary;
 
 /// One instance's first K samples and what they add up to.
