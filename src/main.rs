@@ -1,7 +1,6 @@
-use clap::Parser;
-
 fn main() {
-    let cli = harness::cli::Cli::parse();
+    // Usage errors exit 1 (bad input), not clap's 2 (a missed --fail-under threshold).
+    let cli = harness::cli::parse_args();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
