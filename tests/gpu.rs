@@ -76,20 +76,7 @@ async fn containers_carry_a_device_request_with_exactly_the_assigned_ids() {
 /// image this machine does not have, which must not be fetched or built).
 fn mixed_dataset(root: &std::path::Path) {
     make_task(root, "cpu-task", SLOW, FAST, "");
-    make_task(
-        root,
-        "gpu-task",
-        SLOW,
-        FAST,
-        "[image]\nbase = \"nvidia/cuda:12.4.1-runtime-ubuntu22.04\"\n",
-    );
-    let toml = root.join("gpu-task/task.toml");
-    let text = std::fs::read_to_string(&toml).unwrap();
-    std::fs::write(
-        &toml,
-        text.replace("pids = 128\n", "pids = 128\ngpus = 1\n"),
-    )
-    .unwrap();
+    make_gpu_task(root, "gpu-task");
 }
 
 fn run_mixed(

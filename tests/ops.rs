@@ -376,20 +376,7 @@ fn images_gc_removes_only_stale_images_the_harness_made() {
 fn gpu_run(tmp: &Path, run_id: &str, extra: &[&str]) -> std::process::Output {
     let ds = tmp.join("ds");
     if !ds.exists() {
-        make_task(
-            &ds,
-            "gpu-task",
-            SLOW,
-            FAST,
-            "[image]\nbase = \"nvidia/cuda:12.4.1-runtime-ubuntu22.04\"\n",
-        );
-        let toml = ds.join("gpu-task/task.toml");
-        let text = std::fs::read_to_string(&toml).unwrap();
-        std::fs::write(
-            &toml,
-            text.replace("pids = 128\n", "pids = 128\ngpus = 1\n"),
-        )
-        .unwrap();
+        make_gpu_task(&ds, "gpu-task");
     }
     let human = std::fs::read_to_string(ds.join("gpu-task/human.patch")).unwrap();
     let p = tmp.join("p.jsonl");

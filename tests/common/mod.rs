@@ -102,6 +102,25 @@ pub fn make_task(root: &Path, id: &str, module: &str, human_module: &str, extra_
     );
 }
 
+/// [`make_task`] asking for one GPU and naming a CUDA base image this machine does not have
+/// (it must never be fetched or built here).
+pub fn make_gpu_task(root: &Path, id: &str) {
+    make_task(
+        root,
+        id,
+        SLOW,
+        FAST,
+        "[image]\nbase = \"nvidia/cuda:12.4.1-runtime-ubuntu22.04\"\n",
+    );
+    let toml = root.join(id).join("task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("pids = 128\n", "pids = 128\ngpus = 1\n"),
+    )
+    .unwrap();
+}
+
 /// A git-style diff replacing the whole of a one-file module.
 pub fn diff(path: &str, old: &str, new: &str) -> String {
     let minus: String = old.lines().map(|l| format!("-{l}\n")).collect();
