@@ -1,4 +1,5 @@
-// Sum of a large float array on the GPU. `reduce --check` compares the GPU sum with a CPU sum;
+// Sum of a large float array on the GPU. This file is protected: the timing (CUDA events)
+// and the check live here, so a patch to the kernel (kernel.cu) cannot print its own time. `reduce --check` compares the GPU sum with a CPU sum;
 // `reduce --bench` times the kernel with CUDA events and prints the time as `kernel_ms: X`
 // (the figure the harness compares) and the sum (the answer it checks against base's).
 #include <cstdio>
@@ -12,14 +13,8 @@
     fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
     exit(2); } } while (0)
 
-// One atomic add per element: correct, and slow (every thread contends on one address).
-__global__ void reduce_kernel(const float* in, double* out, size_t n) {
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (; i < n; i += stride) {
-        atomicAdd(out, (double)in[i]);
-    }
-}
+// In kernel.cu, the code under optimisation (compiled apart).
+void launch_reduce(const float* in, double* out, size_t n);
 
 static double gpu_sum(const float* d_in, double* d_out, size_t n, float* ms) {
     CHECK(cudaMemset(d_out, 0, sizeof(double)));
@@ -27,7 +22,7 @@ static double gpu_sum(const float* d_in, double* d_out, size_t n, float* ms) {
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
     CHECK(cudaEventRecord(start));
-    reduce_kernel<<<1024, 256>>>(d_in, d_out, n);
+    launch_reduce(d_in, d_out, n);
     CHECK(cudaEventRecord(stop));
     CHECK(cudaEventSynchronize(stop));
     CHECK(cudaGetLastError());
