@@ -130,6 +130,10 @@ pub struct CiArgs {
     /// (Read as text and checked by the harness, so a malformed one is bad input: exit 1.)
     #[arg(long, value_name = "METRIC@k=X")]
     pub fail_under: Vec<String>,
+    /// Append the run's summary (summary.md, plus the thresholds' outcomes) to FILE, e.g.
+    /// `--markdown "$GITHUB_STEP_SUMMARY"` for a GitHub Actions job summary.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
 }
 
 impl CiArgs {
@@ -491,7 +495,27 @@ fn ci_outputs(
             .with_context(|| format!("--junit {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    Ok(crate::ci::judge(summary, gates))
+    let judged = crate::ci::judge(summary, gates);
+    if let Some(path) = &ci.markdown {
+        let mut text = crate::report::summary_markdown(summary);
+        if !judged.is_empty() {
+            text.push_str("\n## Thresholds\n\n");
+            for line in crate::ci::describe(&judged).lines() {
+                text.push_str(&format!("- {}\n", line.trim()));
+            }
+        }
+        text.push('\n');
+        // Appended, not replaced: a CI job summary collects every step's text.
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .with_context(|| format!("--markdown {}: cannot append", path.display()))?;
+        eprintln!("appended the summary to {}", path.display());
+    }
+    Ok(judged)
 }
 
 fn status(a: StatusArgs) -> Result<i32> {
