@@ -134,11 +134,37 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         all: Vec::new(),
     };
     let dataset = Dataset::load(&plan.dataset)?;
-    let (tasks, select_warnings) = dataset.select(&plan.instance_ids)?;
+    let (selected, select_warnings) = dataset.select(&plan.instance_ids)?;
     for w in select_warnings {
         warnings.push(w);
     }
-    let chosen = read_predictions(plan, &dataset, &tasks, &mut warnings)?;
+    let chosen = read_predictions(plan, &dataset, &selected, &mut warnings)?;
+    let (tasks, partition) = match plan.partition {
+        None => (selected, None),
+        Some(p) => {
+            let part = crate::partition::select(
+                &selected,
+                |id| chosen.get(id).map_or(0, BTreeMap::len),
+                p,
+            );
+            emit(
+                events,
+                Event::Info(format!(
+                    "partition {p}: {} of the {} selected task(s)",
+                    part.len(),
+                    selected.len()
+                )),
+            );
+            let info = crate::partition::PartitionInfo {
+                index: p.index,
+                count: p.count,
+                selected_instance_ids: selected.iter().map(|t| t.id.clone()).collect(),
+                selection_digest: crate::partition::selection_digest(&selected)?,
+                task_digests: Vec::new(),
+            };
+            (part, Some(info))
+        }
+    };
     let machine = Machine::prepare(plan, &tasks, events).await?;
     let run_dir = open_run_dir(plan)?;
     let planned = plan_work(plan, &tasks, &chosen, &machine, &run_dir, &mut warnings).await?;
@@ -154,7 +180,7 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     for e in &planned.saved_done {
         emit(events, e.clone());
     }
-    let mut info = run_info(plan, &tasks, &machine, &planned, warnings.all)?;
+    let mut info = run_info(plan, &tasks, &machine, &planned, warnings.all, partition)?;
     write_json(&run_dir.run_json(), &info)?;
 
     let (interrupted, images_built) =
@@ -342,6 +368,22 @@ fn open_run_dir(plan: &RunPlan) -> Result<RunDir> {
             plan.model
         );
     }
+    if let Ok(previous) = run_dir.load_run_info() {
+        let part = |p: Option<(usize, usize)>| match p {
+            Some((i, n)) => format!("partition {i}/{n}"),
+            None => "the whole selection".to_string(),
+        };
+        let before = previous.partition.as_ref().map(|p| (p.index, p.count));
+        let now = plan.partition.map(|p| (p.index, p.count));
+        if before != now {
+            bail!(
+                "{}: this run folder holds {} of its run, not {}; pick another --run-id",
+                run_dir.root.display(),
+                part(before),
+                part(now)
+            );
+        }
+    }
     std::fs::create_dir_all(&run_dir.root)
         .with_context(|| format!("{}: cannot create", run_dir.root.display()))?;
     Ok(run_dir)
@@ -464,6 +506,7 @@ fn run_info(
     machine: &Machine,
     planned: &Planned,
     warnings: Vec<String>,
+    partition: Option<crate::partition::PartitionInfo>,
 ) -> Result<RunInfo> {
     Ok(RunInfo {
         schema_version: crate::results::SCHEMA_VERSION,
@@ -502,6 +545,12 @@ fn run_info(
         samples: Some(planned.expected.clone()),
         interrupted: None,
         regradings: Vec::new(),
+        replicas: plan.budget.replicas,
+        partition: partition.map(|p| crate::partition::PartitionInfo {
+            task_digests: planned.digests.clone(),
+            ..p
+        }),
+        merged_from: Vec::new(),
     })
 }
 

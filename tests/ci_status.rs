@@ -192,6 +192,9 @@ fn write_run(root: &Path) -> RunDir {
         samples: Some(expected),
         interrupted: None,
         regradings: vec![],
+        replicas: None,
+        partition: None,
+        merged_from: vec![],
     };
     write_json(&run.run_json(), &info).unwrap();
     save(&run, &measured("alpha", 0, 3.0, 1.5, true));

@@ -35,12 +35,22 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Connects (honouring `DOCKER_HOST`: unix, tcp, https, ssh) and checks the daemon answers.
+    /// Connects (honouring `DOCKER_HOST`) and checks the daemon answers. bollard's
+    /// `connect_with_defaults` reads `DOCKER_HOST` (`connect_with_local_defaults` would take
+    /// only `unix://`); with the crate features this build enables (bollard's defaults) that
+    /// is `unix://PATH` and `tcp://HOST:PORT` / `http://` (plain HTTP): `https://` and
+    /// `ssh://` need bollard's `ssl`/`ssh` features, so they are refused with a way round.
     pub async fn connect() -> Result<Engine> {
         let where_ =
             std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
-        let api = bollard::Docker::connect_with_defaults()
-            .with_context(|| format!("cannot connect to the Docker daemon at {where_}"))?;
+        let api = bollard::Docker::connect_with_defaults().with_context(|| {
+            format!(
+                "cannot connect to the Docker daemon at DOCKER_HOST={where_} (this build takes \
+                 unix://PATH or tcp://HOST:PORT; for an ssh:// engine forward its socket, e.g. \
+                 `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST` and \
+                 DOCKER_HOST=unix:///tmp/docker.sock)"
+            )
+        })?;
         let gate = CallGate::default();
         // A daemon that is restarting refuses connections for a few seconds: the gate waits.
         let negotiate = async {

@@ -235,13 +235,21 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
 }
 
 /// Samples measured on a machine (or harness build) other than the run's, as
-/// "instance/sample (fingerprint)". Reports refuse to mix them silently.
+/// "instance/sample (fingerprint)". Reports refuse to mix them silently. In a merged run,
+/// the partitions' machines (which `harness merge` checked are alike) are the run's.
 pub fn mixed_fingerprints(summary: &Summary) -> Vec<String> {
+    let info = &summary.info;
     summary
         .instances
         .iter()
         .flat_map(|i| i.samples.iter())
-        .filter(|s| s.fingerprint_id != summary.info.fingerprint_id)
+        .filter(|s| {
+            s.fingerprint_id != info.fingerprint_id
+                && !info
+                    .merged_from
+                    .iter()
+                    .any(|p| p.fingerprint_id == s.fingerprint_id)
+        })
         .map(|s| format!("{}/{} ({})", s.instance_id, s.sample, s.fingerprint_id))
         .collect()
 }
