@@ -151,6 +151,50 @@ def tree_digest(cfg):
     return "sha256:" + h.hexdigest()
 
 
+def code_digest(cfg):
+    """Like tree_digest, but a changed Python file counts by its syntax tree (ast.dump,
+    without positions) rather than its bytes: equal digests = trees that differ at most in
+    the comments and layout of Python files, so they run the same bytecode. Docstrings are
+    code (they are in the tree); a file that does not parse counts by its bytes."""
+    source_mtime = cfg.get("source_mtime")
+    h = hashlib.sha256()
+    for code, rel in sorted(status_entries(ignored=True), key=lambda e: e[1]):
+        full = os.path.join(TESTBED, rel)
+        if code == "!!":
+            try:
+                if source_mtime is None or int(os.lstat(full).st_mtime) == source_mtime:
+                    continue
+            except OSError:
+                continue
+        d = python_code(full) if rel.endswith(".py") else None
+        if d is None:
+            d = digest(full)
+        try:
+            st = os.lstat(full)
+            if stat.S_ISREG(st.st_mode) and st.st_mode & 0o111:
+                d += ":x"
+        except OSError:
+            pass
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + d.encode() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def python_code(full):
+    """The digest of a Python file's syntax tree, or None when it is not a regular file or
+    does not parse."""
+    import ast
+    try:
+        st = os.lstat(full)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(full, "rb") as f:
+            source = f.read()
+        dumped = ast.dump(ast.parse(source, filename=full), include_attributes=False)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return "ast:" + hashlib.sha256(dumped.encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def lock_changed(cfg):
     """After a patch: the files it changed or made, and the folders it made."""
     for rel in changed_paths():
@@ -306,6 +350,7 @@ def main(argv):
     cfg = load_config()
     if cmd == "after-apply":
         tree = tree_digest(cfg)
+        code = code_digest(cfg)
         lock_changed(cfg)
         snap = snapshot(cfg)
         tmp = MANIFEST + ".tmp"
@@ -313,7 +358,7 @@ def main(argv):
             json.dump(snap, f, sort_keys=True)
         os.chmod(tmp, 0o644)
         os.replace(tmp, MANIFEST)
-        emit({"snapshot": snap, "tree": tree})
+        emit({"snapshot": snap, "tree": tree, "code": code})
         return 0
     if cmd == "snapshot":
         emit({"snapshot": snapshot(cfg), "changes": changes(cfg)})

@@ -109,47 +109,73 @@ def task_image(tid):
 
 
 def overhead(work):
-    """Figure 1: container + apply + test of a sample, against raw docker run --rm."""
+    """Figure 1: what a sample costs before its measurement (container, apply, test).
+
+    The harness prepares a task's variants (base, human, K samples) concurrently, so the
+    figure is the wall time from the start of the run to the start of the measurement,
+    divided by the number of variants, against two floors doing the same work with raw
+    `docker run --rm -i IMAGE sh -c 'patch && test'`: one at a time (median of 8), and as
+    many at once as the harness runs (their wall time divided by their number). The
+    per-sample latency the report.json files give is printed too.
+    """
     ds = work / "overhead-ds"
     make_task(ds, "trivial")
     human = diff("mod.py", SLOW, FAST)
+    k = 8
+    variants = k + 2
     # Distinct trees, so every sample gets its own container, apply and test.
-    rows = [("trivial", diff("mod.py", SLOW, FAST + "#" * (i + 1) + "\n")) for i in range(8)]
+    rows = [("trivial", diff("mod.py", SLOW, FAST + "#" * (i + 1) + "\n")) for i in range(k)]
     preds = work / "overhead.jsonl"
     write_predictions(preds, rows)
-    p = harness(["opt-at-k", "--model", "bench", "--k", "8", "--predictions", str(preds),
-                 "--dataset", str(ds), "--results-dir", str(work / "out"), "--run-id", "overhead",
-                 "--min-rounds", "1", "--max-rounds", "1", "--replicas", "1", "-q"])
-    check(p, "the overhead run")
-    secs = []
-    for i in range(8):
-        r = json.loads((work / "out/overhead/bench/trivial" / str(i) / "report.json").read_text())
-        s = r["seconds"]
-        secs.append((s["container"], s["container"] + s["apply"] + s["test"]))
+    args = ["opt-at-k", "--model", "bench", "--k", str(k), "--predictions", str(preds),
+            "--dataset", str(ds), "--results-dir", str(work / "out"),
+            "--min-rounds", "1", "--max-rounds", "1", "--replicas", "1", "-v"]
+    # Once to build the image, then timed runs in fresh run folders.
+    check(harness(args + ["--run-id", "overhead-warm"]), "the overhead run")
+    prepare = []
+    latency = []
+    for rep in range(3):
+        run_id = f"overhead{rep}"
+        p = harness(args + ["--run-id", run_id], env={**os.environ, "CI": "1"})
+        check(p, "the overhead run")
+        t_measure = next(float(l.split("]")[0].strip("[ s"))
+                         for l in p.stderr.splitlines() if l.endswith("/all: measure"))
+        prepare.append(t_measure / variants)
+        for i in range(k):
+            r = json.loads((work / "out" / run_id / "bench/trivial" / str(i) / "report.json")
+                           .read_text())
+            s = r["seconds"]
+            latency.append(s["container"] + s["apply"] + s["test"])
     image = task_image("trivial")
     if not image:
         sys.exit("the trivial task's image is missing")
+    cmd = ["docker", "run", "--rm", "-i", "-w", "/testbed", image, "sh", "-c",
+           "patch -p1 -s && python3 test_mod.py"]
 
-    def floor(cmd, stdin=None):
-        times = []
-        for _ in range(8):
-            t = time.monotonic()
-            subprocess.run(cmd, input=stdin, capture_output=True, text=True, check=True)
-            times.append(time.monotonic() - t)
-        return statistics.median(times)
+    def one():
+        t = time.monotonic()
+        subprocess.run(cmd, input=human, capture_output=True, text=True, check=True)
+        return time.monotonic() - t
 
-    bare = floor(["docker", "run", "--rm", image, "true"])
-    same_work = floor(["docker", "run", "--rm", "-i", "-w", "/testbed", image, "sh", "-c",
-                       "patch -p1 -s && python3 test_mod.py"], stdin=human)
-    container = statistics.median(c for c, _ in secs)
-    total = statistics.median(t for _, t in secs)
+    sequential = statistics.median(one() for _ in range(8))
+    parallel = []
+    for _ in range(3):
+        t = time.monotonic()
+        procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, text=True)
+                 for _ in range(variants)]
+        for pr in procs:
+            pr.communicate(human)
+        parallel.append((time.monotonic() - t) / variants)
+    per_variant = statistics.median(prepare)
     return {
-        "container_phase_s": round(container, 3),
-        "docker_run_true_s": round(bare, 3),
-        "container_ratio": round(container / bare, 2),
-        "container_apply_test_s": round(total, 3),
-        "docker_run_apply_test_s": round(same_work, 3),
-        "overhead_ratio": round(total / same_work, 2),
+        "variants": variants,
+        "harness_per_variant_s": round(per_variant, 3),
+        "docker_run_sequential_s": round(sequential, 3),
+        "docker_run_concurrent_per_run_s": round(statistics.median(parallel), 3),
+        "ratio_vs_sequential": round(per_variant / sequential, 2),
+        "ratio_vs_concurrent": round(per_variant / statistics.median(parallel), 2),
+        "sample_latency_s_median": round(statistics.median(latency), 3),
     }
 
 
@@ -185,7 +211,7 @@ def dataset_rerun(work, n_tasks, k):
     time.sleep(1.1)
     until = int(time.time())
     started = containers_created(since, until, "big")
-    evaluated = json.loads(p.stdout).get("evaluated_samples")
+    evaluated = json.loads(p.stdout).get("invocation", {}).get("evaluated_samples")
     return {
         "tasks": n_tasks,
         "samples": n_tasks * k,
@@ -242,13 +268,15 @@ def main():
             say("4/4 the shipped examples, cold and warm ...")
             results["examples"] = examples(work)
     o, d = results["overhead"], results["dataset"]
-    print("figure                                         measured            target    ok")
-    print(f"container phase vs docker run --rm true        {o['container_phase_s']:.2f} s vs "
-          f"{o['docker_run_true_s']:.2f} s = {o['container_ratio']:.2f}x   <= 1.5x   "
-          f"{'yes' if o['container_ratio'] <= 1.5 else 'NO'}")
-    print(f"container+apply+test vs docker run same work   {o['container_apply_test_s']:.2f} s vs "
-          f"{o['docker_run_apply_test_s']:.2f} s = {o['overhead_ratio']:.2f}x   <= 1.5x   "
-          f"{'yes' if o['overhead_ratio'] <= 1.5 else 'NO'}")
+    print("figure                                          measured                       target")
+    print(f"before measurement, per variant ({o['variants']} at once)     "
+          f"{o['harness_per_variant_s']:.2f} s; docker run --rm: "
+          f"{o['docker_run_sequential_s']:.2f} s one at a time "
+          f"({o['ratio_vs_sequential']:.2f}x), {o['docker_run_concurrent_per_run_s']:.2f} s "
+          f"each {o['variants']} at once ({o['ratio_vs_concurrent']:.2f}x)   <= 1.5x   "
+          f"{'yes' if o['ratio_vs_concurrent'] <= 1.5 else 'NO'}")
+    print(f"  (a sample's own container+apply+test, overlapping the others: "
+          f"{o['sample_latency_s_median']:.2f} s)")
     ok2 = d["rerun_wall_s_median_of_3"] < 2 and d["rerun_containers_started"] == 0
     print(f"re-run of a finished {d['tasks']}-task dataset             "
           f"{d['rerun_wall_s_median_of_3']:.2f} s, {d['rerun_containers_started']} containers   "

@@ -141,6 +141,7 @@ mod tests {
             }
         }
         let log = BenchLog {
+            shared_code_only: Default::default(),
             schema_version: 1,
             instance_id: "t".into(),
             sample_variant: Some("s0".into()),

@@ -151,6 +151,10 @@ pub struct BenchLog {
     /// variant's (it was not measured again).
     #[serde(default)]
     pub shared: BTreeMap<String, String>,
+    /// The samples of `shared` whose trees are not byte-identical to their source's but
+    /// differ only in the comments and layout of Python files (equal syntax trees).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub shared_code_only: std::collections::BTreeSet<String>,
     /// GPU telemetry, one JSON line per NVML sample (written to `telemetry.jsonl`, not
     /// to bench.json).
     #[serde(skip)]

@@ -466,6 +466,7 @@ mod tests {
     fn log_with(runs: Vec<(u32, &str, f64, bool)>) -> BenchLog {
         use crate::timings::{BenchSetting, RunRecord, Schedule};
         BenchLog {
+            shared_code_only: Default::default(),
             schema_version: 1,
             instance_id: "t".into(),
             sample_variant: None,

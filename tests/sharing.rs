@@ -1,6 +1,7 @@
 //! Identical trees share measurement: a sample whose patched tree is byte-identical to
-//! human's (or another sample's) is not measured again and takes those timings; a tree that
-//! differs by one byte, or only in a file's mode, is measured.
+//! human's (or another sample's) is not measured again and takes those timings, and so does
+//! one whose Python files differ from it only in comments and layout (equal syntax trees);
+//! a tree that differs by one byte of code, or only in a file's mode, is measured.
 
 mod common;
 
@@ -13,10 +14,19 @@ fn identical_trees_share_timings_and_different_ones_do_not() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("ds");
-    make_task(&ds, "share", SLOW, FAST, "");
+    let human_code = format!("{FAST}LIMIT = 10\n");
+    make_task(&ds, "share", SLOW, &human_code, "");
     let human = std::fs::read_to_string(ds.join("share/human.patch")).unwrap();
-    let one_more_byte = diff("mod.py", SLOW, &format!("{FAST}#\n"));
+    let one_more_byte = diff("mod.py", SLOW, &format!("{FAST}LIMIT = 100\n"));
     let mode_only = "diff --git a/mod.py b/mod.py\nold mode 100644\nnew mode 100755\n";
+    // The human's code with a comment and other spacing: the same syntax tree.
+    let commented = diff(
+        "mod.py",
+        SLOW,
+        &format!("# faster: closed form\n{}LIMIT  =  10  # the same\n", FAST),
+    );
+    // A docstring is code (it is in the syntax tree): measured.
+    let docstring = diff("mod.py", SLOW, &format!("\"\"\"Sums.\"\"\"\n{human_code}"));
     let p = tmp.path().join("p.jsonl");
     predictions(
         &p,
@@ -25,6 +35,8 @@ fn identical_trees_share_timings_and_different_ones_do_not() {
             ("share", Some(&one_more_byte)),
             ("share", Some(mode_only)),
             ("share", Some(mode_only)),
+            ("share", Some(&commented)),
+            ("share", Some(&docstring)),
         ],
     );
     let results = tmp.path().join("out");
@@ -34,7 +46,7 @@ fn identical_trees_share_timings_and_different_ones_do_not() {
             "--model",
             "test-model",
             "--k",
-            "4",
+            "6",
             "--run-id",
             "share",
             "--json",
@@ -67,8 +79,19 @@ fn identical_trees_share_timings_and_different_ones_do_not() {
     assert!(rep(1)["shared_with"].is_null(), "one byte more: measured");
     assert!(rep(2)["shared_with"].is_null(), "a mode change: measured");
     assert_eq!(rep(3)["shared_with"], "s2", "the same mode change again");
+    assert_eq!(rep(4)["shared_with"], "human", "comments and spacing only");
+    assert_eq!(rep(4)["opt_commit"], rep(0)["opt_commit"], "{}", rep(4));
+    let apply4 =
+        std::fs::read_to_string(results.join("share/test-model/share/4/apply.log")).unwrap();
+    assert!(apply4.contains("syntax trees are equal"), "{apply4}");
+    assert!(
+        rep(5)["shared_with"].is_null(),
+        "a docstring is code: measured"
+    );
     let bench = read_json(&results.join("share/test-model/share/0/bench.json"));
     assert_eq!(bench["shared"]["s0"], "human");
+    assert_eq!(bench["shared"]["s4"], "human");
+    assert_eq!(bench["shared_code_only"], serde_json::json!(["s4"]));
     assert!(
         !bench["variants"]
             .as_array()

@@ -122,6 +122,9 @@ pub struct AfterApply {
     pub snapshot: Snapshot,
     /// A digest of the tree as the patch left it: equal digests, byte-identical trees.
     pub tree: String,
+    /// The same with changed Python files counted by their syntax trees: equal digests,
+    /// trees that differ at most in the comments and layout of Python files.
+    pub code: Option<String>,
 }
 
 /// After the patch: the guard locks what it changed and snapshots the watched files.
@@ -140,6 +143,8 @@ pub async fn after_apply(sandbox: &Sandbox) -> Result<AfterApply> {
     struct Reported {
         snapshot: Snapshot,
         tree: String,
+        #[serde(default)]
+        code: Option<String>,
     }
     let (json, shown) = split_result(&out.output, &nonce);
     let json = json.ok_or_else(|| {
@@ -154,6 +159,7 @@ pub async fn after_apply(sandbox: &Sandbox) -> Result<AfterApply> {
     Ok(AfterApply {
         snapshot: parsed.snapshot,
         tree: parsed.tree,
+        code: parsed.code,
     })
 }
 

@@ -314,6 +314,7 @@ pub async fn measure(
         })
         .collect();
     let mut log = BenchLog {
+        shared_code_only: Default::default(),
         schema_version: crate::results::SCHEMA_VERSION,
         instance_id: task.id.clone(),
         sample_variant: None,
@@ -958,6 +959,7 @@ mod tests {
             r
         };
         let mut log = BenchLog {
+            shared_code_only: Default::default(),
             schema_version: 1,
             instance_id: "t".into(),
             sample_variant: None,

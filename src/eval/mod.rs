@@ -108,8 +108,12 @@ struct Variant {
     phase_changes: Vec<(&'static str, guarded::Snapshot)>,
     /// Digest of the tree after the patch (see `guarded::AfterApply`).
     tree: Option<String>,
-    /// The variant whose timings this one takes: its tree is byte-identical.
+    /// The same, with changed Python files counted by their syntax trees.
+    code: Option<String>,
+    /// The variant whose timings this one takes: its tree is byte-identical, or differs
+    /// only in the comments and layout of Python files (`shared_code_only`).
     shared_with: Option<String>,
+    shared_code_only: bool,
 }
 
 impl Variant {
@@ -129,7 +133,9 @@ impl Variant {
             manifest: None,
             phase_changes: Vec::new(),
             tree: None,
+            code: None,
             shared_with: None,
+            shared_code_only: false,
         }
     }
 
@@ -490,7 +496,13 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
                 }
             }
             base_failure = reference_failure(&variants, " while measuring");
-            log = Some(outcome.log);
+            let mut outcome_log = outcome.log;
+            outcome_log.shared_code_only = variants
+                .iter()
+                .filter(|v| v.shared_code_only && v.failure.is_none())
+                .map(|v| v.label.clone())
+                .collect();
+            log = Some(outcome_log);
         }
     }
 
@@ -556,19 +568,33 @@ async fn gpu_sampler(
 /// A sample whose tree is byte-identical to base's, human's or an earlier sample's is not
 /// measured again: it takes that variant's timings (identical to human's: HM 1 exactly).
 fn share_identical_trees(variants: &mut [Variant]) {
-    let mut seen: Vec<(String, String)> = Vec::new();
+    // (label, tree, code) of every variant measured on its own.
+    let mut seen: Vec<(String, String, Option<String>)> = Vec::new();
     for v in variants.iter_mut() {
         let (None, Some(tree)) = (&v.failure, &v.tree) else {
             continue;
         };
-        match seen.iter().find(|(_, t)| t == tree) {
-            Some((label, _)) if matches!(v.role, Role::Sample(_)) => {
+        let is_sample = matches!(v.role, Role::Sample(_));
+        let identical = seen.iter().find(|(_, t, _)| t == tree);
+        let same_code = v
+            .code
+            .as_ref()
+            .and_then(|c| seen.iter().find(|(_, _, o)| o.as_ref() == Some(c)));
+        match (identical, same_code) {
+            (Some((label, _, _)), _) if is_sample => {
                 v.apply_log.push_str(&format!(
                     "the patched tree is byte-identical to {label}'s: not measured again, {label}'s timings are this sample's\n"
                 ));
                 v.shared_with = Some(label.clone());
             }
-            _ => seen.push((v.label.clone(), tree.clone())),
+            (None, Some((label, _, _))) if is_sample => {
+                v.apply_log.push_str(&format!(
+                    "the patched tree differs from {label}'s only in the comments and layout of Python files (their syntax trees are equal, so they run the same bytecode): not measured again, {label}'s timings are this sample's\n"
+                ));
+                v.shared_with = Some(label.clone());
+                v.shared_code_only = true;
+            }
+            _ => seen.push((v.label.clone(), tree.clone(), v.code.clone())),
         }
     }
 }
@@ -781,6 +807,7 @@ async fn prepare(
         Ok(after) if replica == 0 => {
             v.manifest = Some(after.snapshot);
             v.tree = Some(after.tree);
+            v.code = after.code;
         }
         Ok(after) => {
             if v.tree.as_deref() != Some(after.tree.as_str()) {
@@ -921,7 +948,51 @@ mod tests {
     fn variant(label: &str, role: Role, tree: &str) -> Variant {
         let mut v = Variant::new(label, role, None);
         v.tree = Some(tree.to_string());
+        v.code = Some(format!("code-of-{tree}"));
         v
+    }
+
+    #[test]
+    fn trees_with_the_same_python_code_are_shared_after_identical_ones() {
+        let with_code = |label: &str, role: Role, tree: &str, code: &str| {
+            let mut v = variant(label, role, tree);
+            v.code = Some(code.to_string());
+            v
+        };
+        let mut vs = vec![
+            with_code("base", Role::Base, "t-base", "c-base"),
+            with_code("human", Role::Human, "t-human", "c-human"),
+            // The human patch plus a comment: another tree, the same code.
+            with_code("s0", Role::Sample(0), "t-human-comment", "c-human"),
+            // Byte-identical to s0 is not needed: human has the code.
+            with_code("s1", Role::Sample(1), "t-human-comment", "c-human"),
+            with_code("s2", Role::Sample(2), "t-other", "c-other"),
+            with_code("s3", Role::Sample(3), "t-other-comment", "c-other"),
+            // No code digest (an older guard): bytes only.
+            {
+                let mut v = variant("s4", Role::Sample(4), "t-human-2");
+                v.code = None;
+                v
+            },
+        ];
+        share_identical_trees(&mut vs);
+        let got: Vec<(Option<&str>, bool)> = vs
+            .iter()
+            .map(|v| (v.shared_with.as_deref(), v.shared_code_only))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (None, false),
+                (None, false),
+                (Some("human"), true),
+                (Some("human"), true),
+                (None, false),
+                (Some("s2"), true),
+                (None, false),
+            ]
+        );
+        assert!(vs[2].apply_log.contains("syntax trees are equal"));
     }
 
     #[test]
