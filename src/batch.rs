@@ -110,6 +110,27 @@ pub struct BatchPlan {
     pub entries: Vec<EntryPlan>,
 }
 
+/// `a/b/../c` as `a/c`, without touching the file system (a config's `..` paths read
+/// better in messages and reports, and two spellings of one dataset compare equal).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out: Vec<Component> = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir if !out.is_empty() => {}
+            Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    if out.is_empty() {
+        PathBuf::from(".")
+    } else {
+        out.iter().collect()
+    }
+}
+
 /// Reads and checks a config file.
 pub fn load(config: &Path) -> Result<BatchPlan> {
     let text = std::fs::read_to_string(config)
@@ -126,7 +147,7 @@ pub fn parse(text: &str, config: &Path) -> Result<BatchPlan> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let resolve = |p: &Path| base.join(p);
+    let resolve = |p: &Path| normalize(&base.join(p));
     let mut problems: Vec<String> = Vec::new();
 
     let name = match raw.name.as_deref().map(str::trim) {
@@ -390,7 +411,6 @@ pub struct Figures {
 
 impl Figures {
     pub fn from_summary(summary: &crate::report::Summary) -> Figures {
-        use crate::ci::{Metric, value};
         let k = summary.info.k;
         let t = &summary.totals;
         let ci = |xs: &[[f64; 2]], k: usize| -> [f64; 2] {
@@ -403,12 +423,19 @@ impl Figures {
                 })
                 .unwrap_or([0.0, 0.0])
         };
+        // As the opt@K report writes its curves.
+        let pass = |k: usize| {
+            t.pass_at_k
+                .get(k.wrapping_sub(1))
+                .map(|v| crate::metrics::python_round(v * 100.0, 2))
+                .unwrap_or(0.0)
+        };
         Figures {
-            opt_at_k: value(summary, Metric::Opt, k).unwrap_or(0.0),
+            opt_at_k: crate::ci::value(summary, crate::ci::Metric::Opt, k).unwrap_or(0.0),
             opt_at_k_ci: ci(&t.opt_at_k_ci, k),
-            pass_at_1: value(summary, Metric::Pass, 1).unwrap_or(0.0),
+            pass_at_1: pass(1),
             pass_at_1_ci: ci(&t.pass_at_k_ci, 1),
-            pass_at_k: value(summary, Metric::Pass, k).unwrap_or(0.0),
+            pass_at_k: pass(k),
             pass_at_k_ci: ci(&t.pass_at_k_ci, k),
             opt_commit: t.opt_commit,
             opt_base: t.opt_base,
@@ -880,6 +907,17 @@ mod tests {
     }
 
     #[test]
+    fn paths_are_normalised() {
+        assert_eq!(
+            normalize(Path::new("tasks/_batches/../x.jsonl")),
+            PathBuf::from("tasks/x.jsonl")
+        );
+        assert_eq!(normalize(Path::new("./a/./b")), PathBuf::from("a/b"));
+        assert_eq!(normalize(Path::new("../a")), PathBuf::from("../a"));
+        assert_eq!(normalize(Path::new("a/..")), PathBuf::from("."));
+    }
+
+    #[test]
     fn an_unknown_key_is_named_with_the_file() {
         let f = Fixture::new();
         let e = f.err(&format!(
@@ -1030,6 +1068,12 @@ mod tests {
             ]
         );
         assert_eq!(r.groups.len(), 1);
+        assert!(r.notes.iter().any(|n| n.contains("intervals of d and b overlap")), "{:?}", r.notes);
+        let apart = rank(indexed(vec![
+            result("hi", 3, EntryState::Complete, 100.0, 100.0),
+            result("lo", 3, EntryState::Complete, 0.0, 0.0),
+        ]));
+        assert!(apart.notes.is_empty(), "{:?}", apart.notes);
     }
 
     #[test]
