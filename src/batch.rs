@@ -117,7 +117,7 @@ fn normalize(path: &Path) -> PathBuf {
     let mut out: Vec<Component> = Vec::new();
     for c in path.components() {
         match c {
-            Component::CurDir if !out.is_empty() => {}
+            Component::CurDir => {}
             Component::ParentDir if matches!(out.last(), Some(Component::Normal(_))) => {
                 out.pop();
             }
@@ -456,6 +456,9 @@ pub struct EntryResult {
     pub run_dir: String,
     pub k: usize,
     pub dataset: String,
+    /// The dataset's canonical path: two spellings of one folder compare equal.
+    #[serde(skip)]
+    pub dataset_key: String,
     /// The instances it covers (its Opt@K's denominator).
     pub instance_ids: Vec<String>,
     pub state: EntryState,
@@ -487,6 +490,10 @@ impl EntryResult {
             run_dir: run_dir.display().to_string(),
             k: e.k,
             dataset: e.dataset.display().to_string(),
+            dataset_key: std::fs::canonicalize(&e.dataset)
+                .unwrap_or_else(|_| e.dataset.clone())
+                .display()
+                .to_string(),
             instance_ids,
             state: EntryState::NotRun,
             group: 0,
@@ -524,7 +531,7 @@ pub struct Ranking {
 }
 
 fn same_group(a: &EntryResult, b: &EntryResult) -> bool {
-    a.dataset == b.dataset && a.k == b.k && a.instance_ids == b.instance_ids
+    a.dataset_key == b.dataset_key && a.k == b.k && a.instance_ids == b.instance_ids
 }
 
 /// Orders entries: by group (same dataset, instances and K; groups in config order), then
@@ -1068,7 +1075,13 @@ mod tests {
             ]
         );
         assert_eq!(r.groups.len(), 1);
-        assert!(r.notes.iter().any(|n| n.contains("intervals of d and b overlap")), "{:?}", r.notes);
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("intervals of d and b overlap")),
+            "{:?}",
+            r.notes
+        );
         let apart = rank(indexed(vec![
             result("hi", 3, EntryState::Complete, 100.0, 100.0),
             result("lo", 3, EntryState::Complete, 0.0, 0.0),
@@ -1105,6 +1118,7 @@ mod tests {
     fn different_k_or_dataset_are_ranked_apart_and_said_to_be_incomparable() {
         let mut other = result("x", 3, EntryState::Complete, 100.0, 100.0);
         other.dataset = "tasks/_real".into();
+        other.dataset_key = "/somewhere/tasks/_real".into();
         let r = rank(indexed(vec![
             result("k3", 3, EntryState::Complete, 25.0, 50.0),
             result("k1", 1, EntryState::Complete, 75.0, 75.0),

@@ -159,3 +159,94 @@ fn a_bad_config_runs_nothing_and_names_the_problem() {
     assert!(err.contains("k: must be at least 1"), "{err}");
     assert!(!tmp.path().join("out/bad").exists());
 }
+
+#[test]
+fn ctrl_c_stops_the_batch_after_the_running_entry_and_keeps_what_is_done() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    if !docker_available("batch ctrl_c") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "long", SLOW, FAST, "");
+    let toml = ds.join("long/task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    write(&toml, &text.replace("runs = 2", "runs = 200"));
+    let p = tmp.path().join("p.jsonl");
+    predictions(&p, &[("long", Some(&diff("mod.py", SLOW, FAST)))]);
+    let config = tmp.path().join("batch.toml");
+    write(
+        &config,
+        "name = \"stopped\"\ndataset = \"ds\"\nk = 1\nreplicas = 1\n\
+         [[entry]]\nmodel = \"test-model\"\nlabel = \"batch-ctrlc-a\"\npredictions = \"p.jsonl\"\n\
+         [[entry]]\nmodel = \"test-model\"\nlabel = \"batch-ctrlc-b\"\npredictions = \"p.jsonl\"\n",
+    );
+    let results = tmp.path().join("out");
+    let mut child = harness()
+        .args(["-v", "run"])
+        .arg(&config)
+        .arg("--results-dir")
+        .arg(&results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("  | {line}");
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(300)) {
+        seen.push(line.clone());
+        if line.contains("round 2/") {
+            break;
+        }
+    }
+    assert!(
+        !containers_of_run("batch-ctrlc-a").is_empty(),
+        "measuring, so containers exist: {seen:?}"
+    );
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen:?}");
+    assert!(containers_of_run("batch-ctrlc-a").is_empty());
+    assert!(containers_of_run("batch-ctrlc-b").is_empty());
+    let dir = results.join("stopped");
+    let b = read_json(&dir.join("batch.json"));
+    assert_eq!(b["interrupted"], "SIGINT");
+    assert_eq!(b["complete"], false);
+    assert_eq!(b["exit_code"], 130);
+    let state = |label: &str| -> serde_json::Value {
+        b["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["label"] == label)
+            .map(|e| serde_json::json!([e["state"], e["rank"], e["interrupted"]]))
+            .unwrap_or_else(|| panic!("{label} not in batch.json: {b:#}"))
+    };
+    assert_eq!(
+        state("batch-ctrlc-a"),
+        serde_json::json!(["partial", null, "SIGINT"])
+    );
+    assert_eq!(
+        state("batch-ctrlc-b"),
+        serde_json::json!(["not_run", null, null])
+    );
+    // The interrupted entry's own reports say partial; the next entry never started.
+    let report = read_json(&dir.join("batch-ctrlc-a/test-model.opt@1.batch-ctrlc-a.report.json"));
+    assert_eq!(report["complete"], false);
+    assert!(!dir.join("batch-ctrlc-b").exists());
+    assert!(
+        std::fs::read_to_string(dir.join("summary.md"))
+            .unwrap()
+            .contains("(partial)")
+    );
+}
