@@ -1009,15 +1009,18 @@ async fn run_batch(a: RunArgs, verbosity: Verbosity) -> Result<i32> {
             results.push(result);
             continue;
         }
-        eprintln!(
-            "[{}/{total}] {} (model {}, K={}, {} instance(s)) -> {}",
-            n + 1,
-            entry.label,
-            entry.model,
-            entry.k,
-            result.instance_ids.len(),
-            result.run_dir
-        );
+        let quiet = matches!(verbosity, Verbosity::Quiet);
+        if !quiet {
+            eprintln!(
+                "[{}/{total}] {} (model {}, K={}, {} instance(s)) -> {}",
+                n + 1,
+                entry.label,
+                entry.model,
+                entry.k,
+                result.instance_ids.len(),
+                result.run_dir
+            );
+        }
         match crate::runner::opt_at_k(&plan).await {
             Ok(outcome) => {
                 let summary = &outcome.summary;
@@ -1036,7 +1039,9 @@ async fn run_batch(a: RunArgs, verbosity: Verbosity) -> Result<i32> {
                     .collect();
                 result.exit_code = Some(exit_code(&outcome));
                 result.fail_under = crate::ci::judge(summary, &gates);
-                if let Some(f) = &result.figures {
+                if let Some(f) = &result.figures
+                    && !quiet
+                {
                     eprintln!(
                         "[{}/{total}] {}: Opt@{} {:.2}%{}, pass@1 {:.2}%",
                         n + 1,
@@ -1051,7 +1056,9 @@ async fn run_batch(a: RunArgs, verbosity: Verbosity) -> Result<i32> {
                         f.pass_at_1
                     );
                 }
-                eprint!("{}", crate::ci::describe(&result.fail_under));
+                for line in crate::ci::describe(&result.fail_under).lines() {
+                    eprintln!("{}: {line}", entry.label);
+                }
                 interrupted = outcome.interrupted.or_else(crate::runner::interrupted);
             }
             Err(e) => {
