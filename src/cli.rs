@@ -66,6 +66,9 @@ pub enum Command {
     Agent(AgentCommand),
     /// What a run folder holds: done, failed and left samples per model and task (no Docker).
     Status(StatusArgs),
+    /// Put the folders of `opt-at-k --partition I/N` runs back together into one run folder
+    /// and regenerate its reports (no Docker).
+    Merge(MergeArgs),
     /// Check the Docker engine, disk, base image, NVIDIA runtime and NVML; say what to fix.
     Doctor(DoctorArgs),
     /// The harness's images: `harness images gc` removes those no task needs any more.
@@ -100,6 +103,22 @@ pub struct StatusArgs {
     /// Print the counts as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The partition run folders, one per part (1/N ... N/N).
+    #[arg(required = true)]
+    pub run_dirs: Vec<PathBuf>,
+    /// The merged run folder (its name is the merged run's id): new, empty, or an earlier
+    /// merge of the same run, which is replaced.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Print the machine-readable summary (JSON) on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 #[derive(Debug, Args)]
@@ -152,6 +171,10 @@ pub struct CiArgs {
     /// (Read as text and checked by the harness, so a malformed one is bad input: exit 1.)
     #[arg(long, value_name = "METRIC@k=X")]
     pub fail_under: Vec<String>,
+    /// Append the run's summary (summary.md, plus the thresholds' outcomes) to FILE, e.g.
+    /// `--markdown "$GITHUB_STEP_SUMMARY"` for a GitHub Actions job summary.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
 }
 
 impl CiArgs {
@@ -367,6 +390,10 @@ pub struct CommonArgs {
     /// Where run folders go.
     #[arg(long, default_value = "evaluation_results")]
     pub results_dir: PathBuf,
+    /// Run only part I of N of the selected instances (split by estimated cost, the same on
+    /// every machine); `harness merge` puts the parts back together.
+    #[arg(long, value_name = "I/N")]
+    pub partition: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -433,6 +460,7 @@ pub async fn main_with(cli: Cli) -> i32 {
         Command::Tasks(a) => tasks(a),
         Command::Agent(AgentCommand::Run(a)) => agent_run(a).await,
         Command::Status(a) => status(a),
+        Command::Merge(a) => merge(a),
         Command::Doctor(a) => doctor(a).await,
         Command::Images(ImagesCommand::Gc(a)) => images_gc(a).await,
     };
@@ -470,6 +498,7 @@ fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
         verbosity,
         json: a.json,
         gpu: a.gpu.options(),
+        partition: a.common.partition.clone(),
     })
 }
 
@@ -520,7 +549,64 @@ fn ci_outputs(
             .with_context(|| format!("--junit {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    Ok(crate::ci::judge(summary, gates))
+    let judged = crate::ci::judge(summary, gates);
+    if let Some(path) = &ci.markdown {
+        let mut text = crate::report::summary_markdown(summary);
+        if !judged.is_empty() {
+            text.push_str("\n## Thresholds\n\n");
+            for line in crate::ci::describe(&judged).lines() {
+                text.push_str(&format!("- {}\n", line.trim()));
+            }
+        }
+        text.push('\n');
+        // Appended, not replaced: a CI job summary collects every step's text.
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .with_context(|| format!("--markdown {}: cannot append", path.display()))?;
+        eprintln!("appended the summary to {}", path.display());
+    }
+    Ok(judged)
+}
+
+fn merge(a: MergeArgs) -> Result<i32> {
+    // `--fail-under` is checked against K before anything is written (the merge checks
+    // that every part has the first one's K).
+    let first_k = a
+        .run_dirs
+        .first()
+        .and_then(|d| RunDir { root: d.clone() }.load_run_info().ok().map(|i| i.k));
+    let gates = a.ci.gates(first_k.unwrap_or(usize::MAX))?;
+    let merged = crate::merge::merge(&a.run_dirs, &a.out, std::env::args().collect())?;
+    let summary = &merged.summary;
+    crate::ci::check_k(&gates, summary.info.k)?;
+    let gates = ci_outputs(&a.ci, &gates, summary)?;
+    if !summary.totals.complete {
+        eprintln!(
+            "warning: the merged run is incomplete (a partition was interrupted or has samples \
+             not run): {}",
+            summary.totals.not_run_ids.join(", ")
+        );
+    }
+    if a.json {
+        let mut json = crate::report::json_summary(summary);
+        if let serde_json::Value::Object(m) = &mut json
+            && !a.ci.fail_under.is_empty()
+        {
+            m.insert("fail_under".into(), serde_json::to_value(&gates)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print!("{}", crate::report::terminal_summary(summary));
+        for f in &merged.report_files {
+            println!("wrote {}", f.display());
+        }
+    }
+    eprint!("{}", crate::ci::describe(&gates));
+    Ok(crate::ci::exit_code(&gates))
 }
 
 fn status(a: StatusArgs) -> Result<i32> {
@@ -661,6 +747,7 @@ async fn local(a: LocalArgs, verbosity: Verbosity) -> Result<i32> {
         verbosity,
         json: false,
         gpu: a.gpu.options(),
+        partition: None,
     })?;
     let outcome = crate::runner::opt_at_k(&plan).await?;
     print!(
@@ -945,10 +1032,7 @@ fn entry_args(
         common,
         rule,
         json: false,
-        ci: CiArgs {
-            junit: None,
-            fail_under: Vec::new(),
-        },
+        ci: clap_defaults()?,
         gpu: gpu.clone(),
     })
 }

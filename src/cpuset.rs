@@ -1,6 +1,6 @@
 //! Exclusive CPU slots: each task in flight owns a set of cores, and every container of the
-//! task (and its image build) is pinned to them. So a bench never shares cores with another
-//! task's bench, build or tests.
+//! task is pinned to them. Image builds run on the cores no slot holds, so a bench never
+//! shares cores with another task's bench, build or tests.
 
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +14,10 @@ pub struct CpuPlan {
     pub reserved: Vec<usize>,
     /// One cpuset string (as Docker takes it, e.g. "1" or "2-3") per slot.
     pub slots: Vec<String>,
+    /// The cores no slot holds, where image builds run while benches run; None on a
+    /// machine too small to have any (builds then take a slot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
 }
 
 fn cpuset_string(cores: &[usize]) -> String {
@@ -42,10 +46,16 @@ pub fn plan_slots(machine_cores: usize, jobs: usize, width: usize) -> CpuPlan {
     let slots = (0..count)
         .map(|i| cpuset_string(&bench[i * width..(i + 1) * width]))
         .collect();
+    let free: Vec<usize> = reserved
+        .iter()
+        .copied()
+        .chain(bench[count * width..].iter().copied())
+        .collect();
     CpuPlan {
         machine_cores,
         reserved,
         slots,
+        build: (!free.is_empty()).then(|| cpuset_string(&free)),
     }
 }
 
@@ -173,6 +183,26 @@ mod tests {
         let p = plan_slots(1, 3, 1);
         assert_eq!(p.slots, vec!["0"]);
         assert!(p.reserved.is_empty());
+        assert_eq!(p.build, None, "one core: builds must take the slot");
+    }
+
+    #[test]
+    fn builds_get_the_cores_no_slot_holds() {
+        assert_eq!(plan_slots(2, 1, 1).build.as_deref(), Some("0"));
+        assert_eq!(
+            plan_slots(16, 4, 2).build.as_deref(),
+            Some("0,9,10,11,12,13,14,15")
+        );
+        assert_eq!(plan_slots(4, 2, 8).build.as_deref(), Some("0"));
+        for (cores, jobs, width) in [(2, 1, 1), (16, 4, 2), (16, 100, 3), (4, 2, 8)] {
+            let p = plan_slots(cores, jobs, width);
+            let build = p.build.unwrap_or_default();
+            for slot in &p.slots {
+                for core in slot.split([',', '-']) {
+                    assert!(!build.split(',').any(|b| b == core), "{slot} in {build}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub enum Event {
         tasks: usize,
         samples: usize,
         cached: usize,
+        /// Task images this run needs (built or found).
+        images: usize,
     },
     ImageReady {
         instance: String,
@@ -104,6 +106,7 @@ async fn plain_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Ev
                 tasks,
                 samples,
                 cached,
+                ..
             } if verbosity != Verbosity::Quiet => {
                 total = samples;
                 Some(format!(
@@ -155,16 +158,22 @@ async fn plain_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Ev
     }
 }
 
+fn bar_style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// Three lines: samples done (elapsed, ETA), images ready, and what runs now.
 async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Event>) {
     let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-    let bar = multi.add(ProgressBar::new(0));
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} samples  {wide_msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let samples = multi.add(ProgressBar::new(0));
+    samples.set_style(bar_style(
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} samples  ETA {eta}",
+    ));
+    let images = multi.add(ProgressBar::new(0));
+    images.set_style(bar_style("  images       {bar:30} {pos}/{len}  {wide_msg}"));
+    let phase = multi.add(ProgressBar::new_spinner());
+    phase.set_style(bar_style("  now          {wide_msg}"));
+    samples.enable_steady_tick(std::time::Duration::from_millis(120));
     while let Some(e) = rx.recv().await {
         match e {
             Event::Warn(m) => {
@@ -176,25 +185,46 @@ async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Even
             Event::Debug(m) if verbosity == Verbosity::Verbose => {
                 let _ = multi.println(m);
             }
-            Event::Planned { samples, .. } => bar.set_length(samples as u64),
+            Event::Planned {
+                samples: n,
+                images: i,
+                ..
+            } => {
+                samples.set_length(n as u64);
+                images.set_length(i as u64);
+            }
             Event::ImageReady {
                 instance,
                 tag,
-                cached: false,
+                cached,
                 seconds,
-            } if verbosity != Verbosity::Quiet => {
-                let _ = multi.println(format!("{instance}: built image {tag} in {seconds:.1} s"));
+            } => {
+                images.inc(1);
+                images.set_message(if cached {
+                    format!("{instance}: cached")
+                } else {
+                    format!("{instance}: built in {seconds:.0} s")
+                });
+                if !cached && verbosity != Verbosity::Quiet {
+                    let _ =
+                        multi.println(format!("{instance}: built image {tag} in {seconds:.1} s"));
+                }
             }
             Event::Phase {
                 instance,
                 variant,
-                phase,
-            } => bar.set_message(format!("{instance}/{variant}: {phase}")),
+                phase: p,
+            } => {
+                if verbosity == Verbosity::Verbose {
+                    let _ = multi.println(format!("{instance}/{variant}: {p}"));
+                }
+                phase.set_message(format!("{instance}/{variant}: {p}"));
+            }
             Event::Round {
                 instance,
                 round,
                 rounds,
-            } => bar.set_message(format!("{instance}: measuring, round {round}/{rounds}")),
+            } => phase.set_message(format!("{instance}: measuring, round {round}/{rounds}")),
             Event::SampleDone {
                 instance,
                 sample,
@@ -203,7 +233,13 @@ async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Even
                 speedup,
                 cached,
             } => {
-                bar.inc(1);
+                if cached {
+                    // Saved results are not progress of this run: they would skew the ETA.
+                    samples.inc(1);
+                    samples.reset_eta();
+                } else {
+                    samples.inc(1);
+                }
                 if verbosity != Verbosity::Quiet {
                     let _ = multi.println(sample_line(
                         &instance, sample, status, opt_commit, speedup, cached,
@@ -213,5 +249,7 @@ async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Even
             _ => {}
         }
     }
-    bar.finish_and_clear();
+    phase.finish_and_clear();
+    images.finish_and_clear();
+    samples.finish_and_clear();
 }

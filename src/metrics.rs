@@ -249,7 +249,8 @@ pub fn pass_at_k_curve(instances: &[(u64, u64)], max_k: u64) -> Vec<f64> {
     let rows = pass_at_k_rows(instances, max_k);
     let n = rows.len().max(1) as f64;
     (0..max_k as usize)
-        .map(|k| rows.iter().map(|r| r[k]).sum::<f64>() / n)
+        // fold from +0.0: an empty sum of f64 is -0.0, printed "-0.00%" (an empty partition).
+        .map(|k| rows.iter().map(|r| r[k]).fold(0.0, |a, b| a + b) / n)
         .collect()
 }
 
@@ -448,5 +449,7 @@ mod tests {
         assert_eq!(opt_at_k_score(2, 3), 66.67);
         assert_eq!(opt_at_k_score(3, 4), 75.0);
         assert_eq!(opt_at_k_score(0, 0), 0.0);
+        // No instance at all (an empty partition): +0, not -0.
+        assert!(pass_at_k_curve(&[], 2).iter().all(|v| v.is_sign_positive()));
     }
 }

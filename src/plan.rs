@@ -43,6 +43,8 @@ pub struct RunPlan {
     pub gpu: crate::gpu::GpuOptions,
     /// The command line, for run.json.
     pub command: Vec<String>,
+    /// `--partition I/N`: only this part of the selected tasks.
+    pub partition: Option<crate::partition::Partition>,
 }
 
 /// The flags as given.
@@ -69,6 +71,8 @@ pub struct RawRunOptions {
     pub verbosity: Verbosity,
     pub json: bool,
     pub gpu: crate::gpu::GpuOptions,
+    /// `--partition` as given ("I/N").
+    pub partition: Option<String>,
 }
 
 impl RunPlan {
@@ -133,6 +137,11 @@ impl RunPlan {
                 raw.gpu.telemetry_hz
             );
         }
+        let partition = raw
+            .partition
+            .as_deref()
+            .map(crate::partition::Partition::parse)
+            .transpose()?;
         let jobs = raw.jobs.unwrap_or(1);
         if jobs == 0 {
             bail!("--jobs: must be at least 1");
@@ -145,7 +154,17 @@ impl RunPlan {
                 }
                 id
             }
-            None => format!("{}-k{}", crate::results::model_slug(&raw.model), raw.k),
+            // Each part in its own folder, so parts run side by side on one machine.
+            None => match partition {
+                Some(p) => format!(
+                    "{}-k{}-part{}of{}",
+                    crate::results::model_slug(&raw.model),
+                    raw.k,
+                    p.index,
+                    p.count
+                ),
+                None => format!("{}-k{}", crate::results::model_slug(&raw.model), raw.k),
+            },
         };
         Ok(RunPlan {
             model: raw.model,
@@ -178,6 +197,7 @@ impl RunPlan {
             json: raw.json,
             gpu: raw.gpu,
             command: std::env::args().collect(),
+            partition,
         })
     }
 }

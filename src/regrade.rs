@@ -248,6 +248,9 @@ mod tests {
             ),
             interrupted: None,
             regradings: vec![],
+            replicas: None,
+            partition: None,
+            merged_from: vec![],
         };
         write_json(&run.run_json(), &info).unwrap();
         run

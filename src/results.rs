@@ -375,6 +375,30 @@ pub struct RunInfo {
     /// `decision_rule` is the latest rule.
     #[serde(default)]
     pub regradings: Vec<crate::regrade::Regrading>,
+    /// `--replicas` (None: each task's own, else the default).
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    /// `--partition I/N`: which part of the selection this run holds (absent in whole runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<crate::partition::PartitionInfo>,
+    /// The partition runs `harness merge` made this run from (absent in runs it did not make).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedPart>,
+}
+
+/// One partition run a merged run was made from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedPart {
+    /// The partition's folder, as given to `harness merge`.
+    pub dir: String,
+    pub run_id: String,
+    pub index: usize,
+    pub count: usize,
+    pub instance_ids: Vec<String>,
+    pub fingerprint_id: String,
+    pub command: Vec<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
 }
 
 impl RunDir {

@@ -134,11 +134,37 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         all: Vec::new(),
     };
     let dataset = Dataset::load(&plan.dataset)?;
-    let (tasks, select_warnings) = dataset.select(&plan.instance_ids)?;
+    let (selected, select_warnings) = dataset.select(&plan.instance_ids)?;
     for w in select_warnings {
         warnings.push(w);
     }
-    let chosen = read_predictions(plan, &dataset, &tasks, &mut warnings)?;
+    let chosen = read_predictions(plan, &dataset, &selected, &mut warnings)?;
+    let (tasks, partition) = match plan.partition {
+        None => (selected, None),
+        Some(p) => {
+            let part = crate::partition::select(
+                &selected,
+                |id| chosen.get(id).map_or(0, BTreeMap::len),
+                p,
+            );
+            emit(
+                events,
+                Event::Info(format!(
+                    "partition {p}: {} of the {} selected task(s)",
+                    part.len(),
+                    selected.len()
+                )),
+            );
+            let info = crate::partition::PartitionInfo {
+                index: p.index,
+                count: p.count,
+                selected_instance_ids: selected.iter().map(|t| t.id.clone()).collect(),
+                selection_digest: crate::partition::selection_digest(&selected)?,
+                task_digests: Vec::new(),
+            };
+            (part, Some(info))
+        }
+    };
     let machine = Machine::prepare(plan, &tasks, events).await?;
     let run_dir = open_run_dir(plan)?;
     let planned = plan_work(plan, &tasks, &chosen, &machine, &run_dir, &mut warnings).await?;
@@ -148,16 +174,26 @@ async fn run(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
             tasks: tasks.len(),
             samples: planned.total_samples,
             cached: planned.reused,
+            images: planned.work.len(),
         },
     );
     for e in &planned.saved_done {
         emit(events, e.clone());
     }
-    let mut info = run_info(plan, &tasks, &machine, &planned, warnings.all)?;
+    let mut info = run_info(plan, &tasks, &machine, &planned, warnings.all, partition)?;
     write_json(&run_dir.run_json(), &info)?;
 
     let (interrupted, images_built) =
         execute(plan, &machine, &run_dir, &planned.work, events).await;
+    let retried = machine.engine.transient_retries();
+    if retried > 0 {
+        emit(
+            events,
+            Event::Info(format!(
+                "docker: {retried} call(s) retried after transient engine failures"
+            )),
+        );
+    }
     info.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     info.interrupted = interrupted.map(str::to_string);
     write_json(&run_dir.run_json(), &info)?;
@@ -254,6 +290,7 @@ impl Machine {
     /// the fingerprint and splits the cores into exclusive bench slots.
     async fn prepare(plan: &RunPlan, tasks: &[&Task], events: &Events) -> Result<Machine> {
         let engine = Engine::connect().await?;
+        engine.report_retries_to(events.clone());
         let orphans = engine.remove_orphans().await?;
         if orphans > 0 {
             emit(
@@ -330,6 +367,22 @@ fn open_run_dir(plan: &RunPlan) -> Result<RunDir> {
             previous.model,
             plan.model
         );
+    }
+    if let Ok(previous) = run_dir.load_run_info() {
+        let part = |p: Option<(usize, usize)>| match p {
+            Some((i, n)) => format!("partition {i}/{n}"),
+            None => "the whole selection".to_string(),
+        };
+        let before = previous.partition.as_ref().map(|p| (p.index, p.count));
+        let now = plan.partition.map(|p| (p.index, p.count));
+        if before != now {
+            bail!(
+                "{}: this run folder holds {} of its run, not {}; pick another --run-id",
+                run_dir.root.display(),
+                part(before),
+                part(now)
+            );
+        }
     }
     std::fs::create_dir_all(&run_dir.root)
         .with_context(|| format!("{}: cannot create", run_dir.root.display()))?;
@@ -453,6 +506,7 @@ fn run_info(
     machine: &Machine,
     planned: &Planned,
     warnings: Vec<String>,
+    partition: Option<crate::partition::PartitionInfo>,
 ) -> Result<RunInfo> {
     Ok(RunInfo {
         schema_version: crate::results::SCHEMA_VERSION,
@@ -491,12 +545,19 @@ fn run_info(
         samples: Some(planned.expected.clone()),
         interrupted: None,
         regradings: Vec::new(),
+        replicas: plan.budget.replicas,
+        partition: partition.map(|p| crate::partition::PartitionInfo {
+            task_digests: planned.digests.clone(),
+            ..p
+        }),
+        merged_from: Vec::new(),
     })
 }
 
 /// Runs the tasks, `--jobs` at a time, until they are done or a signal stops the run; no
-/// container of this process outlives it. Returns the signal, if one came, and how many
-/// images were built.
+/// container of this process outlives it. Images are built one at a time, in task order,
+/// on the cores no bench slot holds, so the next tasks' images are ready while earlier
+/// tasks are measured. Returns the signal, if one came, and how many images were built.
 async fn execute(
     plan: &RunPlan,
     machine: &Machine,
@@ -519,16 +580,29 @@ async fn execute(
         })),
         gpu_options: plan.gpu.clone(),
     };
-    let images_built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let all_work = futures::stream::iter(work.iter().map(|w| {
+    let images_built = std::sync::atomic::AtomicUsize::new(0);
+    let mut built_tx = Vec::with_capacity(work.len());
+    let mut built_rx = Vec::with_capacity(work.len());
+    for _ in work {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        built_tx.push(tx);
+        built_rx.push(rx);
+    }
+    let builds = async {
+        for (w, tx) in work.iter().zip(built_tx) {
+            let built = build_image(&ctx, machine, run_dir, w, &images_built).await;
+            // A task that is gone (the run is stopping) needs no image.
+            let _ = tx.send(built);
+        }
+    };
+    let evaluations = futures::stream::iter(work.iter().zip(built_rx).map(|(w, built)| {
         let ctx = &ctx;
-        let images_built = images_built.clone();
-        async move { run_task(ctx, machine, run_dir, w, &images_built).await }
+        async move { run_task(ctx, run_dir, w, built).await }
     }))
     .buffer_unordered(plan.jobs)
     .collect::<Vec<()>>();
     let interrupted = tokio::select! {
-        _ = all_work => None,
+        _ = futures::future::join(builds, evaluations) => None,
         sig = interrupt_signal() => Some(sig),
     };
     if interrupted.is_some() {
@@ -605,13 +679,17 @@ async fn wait_for_signal() -> &'static str {
     }
 }
 
-async fn run_task(
+/// Why a task gets no image: the status its samples take and the reason.
+type NoImage = (crate::results::Status, String);
+
+/// Builds (or finds) the task's image; a task that cannot run here gets none.
+async fn build_image(
     ctx: &EvalContext,
     machine: &Machine,
     run_dir: &RunDir,
     w: &TaskWork<'_>,
     images_built: &std::sync::atomic::AtomicUsize,
-) {
+) -> Result<String, NoImage> {
     let task = w.task;
     if task.resources.gpus > 0
         && let Some(GpuSupport::Unavailable { reason }) = &machine.gpu
@@ -625,29 +703,87 @@ async fn run_task(
             "the task needs {} GPU(s) and this host cannot give them: {reason}",
             task.resources.gpus
         );
-        report_broken_task(ctx, task, &w.image, &w.samples, status, &why);
-        return;
+        return Err((status, why));
     }
-    let material = match &w.material {
-        Ok(m) => m,
-        Err(e) => {
-            report_broken_task(
-                ctx,
-                task,
-                &w.image,
-                &w.samples,
-                crate::results::Status::BaseFailed,
-                &format!("the task's source cannot be read: {e}"),
-            );
-            return;
-        }
-    };
+    let material = w.material.as_ref().map_err(|e| {
+        (
+            crate::results::Status::BaseFailed,
+            format!("the task's source cannot be read: {e}"),
+        )
+    })?;
     let log_path = run_dir
         .root
         .join("images")
         .join(format!("{}.build.log", task.id));
-    // The task owns its cores from the build to its last bench: nothing else of this
-    // harness runs on them meanwhile.
+    emit(
+        &ctx.events,
+        Event::Phase {
+            instance: task.id.clone(),
+            variant: "image".into(),
+            phase: "build",
+        },
+    );
+    // Without cores of its own, a build takes a bench slot like a task.
+    let (slot, cpuset) = match &machine.cpu_plan.build {
+        Some(cores) => (None, cores.clone()),
+        None => {
+            let slot = ctx.slots.acquire().await;
+            let cores = slot.cpuset.clone();
+            (Some(slot), cores)
+        }
+    };
+    let built =
+        ensure_task_image(&ctx.engine, task, material, &log_path, false, Some(&cpuset)).await;
+    drop(slot);
+    match built {
+        Ok(img) => {
+            if !img.cached {
+                images_built.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            emit(
+                &ctx.events,
+                Event::ImageReady {
+                    instance: task.id.clone(),
+                    tag: img.tag.clone(),
+                    cached: img.cached,
+                    seconds: img.build_seconds,
+                },
+            );
+            Ok(img.tag)
+        }
+        Err(e) => {
+            emit(&ctx.events, Event::Warn(format!("{e:#}")));
+            let status = match e.downcast_ref::<crate::docker::image::BuildFailed>() {
+                Some(b) if b.task_fault => crate::results::Status::BaseFailed,
+                _ => crate::results::Status::Error,
+            };
+            Err((status, format!("{e:#}")))
+        }
+    }
+}
+
+/// Waits for the task's image, then evaluates it on a slot of its own.
+async fn run_task(
+    ctx: &EvalContext,
+    run_dir: &RunDir,
+    w: &TaskWork<'_>,
+    built: tokio::sync::oneshot::Receiver<Result<String, NoImage>>,
+) {
+    let task = w.task;
+    let image = match built.await {
+        Ok(Ok(image)) => image,
+        Ok(Err((status, why))) => {
+            report_broken_task(ctx, task, &w.image, &w.samples, status, &why);
+            return;
+        }
+        // The builder stopped (the run is being interrupted).
+        Err(_) => return,
+    };
+    let Ok(material) = &w.material else {
+        return;
+    };
+    // The task owns its cores from its first container to its last bench: nothing else
+    // of this harness runs on them meanwhile.
     let slot = ctx.slots.acquire().await;
     let gpus = if task.resources.gpus > 0 {
         match ctx.gpus.acquire(task.resources.gpus as usize).await {
@@ -666,51 +802,6 @@ async fn run_task(
         }
     } else {
         None
-    };
-    let built = {
-        emit(
-            &ctx.events,
-            Event::Phase {
-                instance: task.id.clone(),
-                variant: "image".into(),
-                phase: "build",
-            },
-        );
-        ensure_task_image(
-            &ctx.engine,
-            task,
-            material,
-            &log_path,
-            false,
-            Some(&slot.cpuset),
-        )
-        .await
-    };
-    let image = match built {
-        Ok(img) => {
-            if !img.cached {
-                images_built.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-            emit(
-                &ctx.events,
-                Event::ImageReady {
-                    instance: task.id.clone(),
-                    tag: img.tag.clone(),
-                    cached: img.cached,
-                    seconds: img.build_seconds,
-                },
-            );
-            img.tag
-        }
-        Err(e) => {
-            emit(&ctx.events, Event::Warn(format!("{e:#}")));
-            let status = match e.downcast_ref::<crate::docker::image::BuildFailed>() {
-                Some(b) if b.task_fault => crate::results::Status::BaseFailed,
-                _ => crate::results::Status::Error,
-            };
-            report_broken_task(ctx, task, &w.image, &w.samples, status, &format!("{e:#}"));
-            return;
-        }
     };
     evaluate_task(
         ctx,

@@ -192,6 +192,9 @@ fn write_run(root: &Path) -> RunDir {
         samples: Some(expected),
         interrupted: None,
         regradings: vec![],
+        replicas: None,
+        partition: None,
+        merged_from: vec![],
     };
     write_json(&run.run_json(), &info).unwrap();
     save(&run, &measured("alpha", 0, 3.0, 1.5, true));
@@ -368,6 +371,38 @@ fn report_gates_on_fail_under_and_exit_codes() {
 
     // Without gates the exit code is unchanged (0: report only regenerates).
     assert_eq!(report(&[]).status.code(), Some(0));
+}
+
+#[test]
+fn markdown_job_summary_is_appended_with_the_thresholds() {
+    let d = tempfile::tempdir().unwrap();
+    let rd = write_run(&d.path().join("ci-run"));
+    let summary = d.path().join("step-summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let out = run(harness()
+        .arg("report")
+        .arg(&rd.root)
+        .arg("--markdown")
+        .arg(&summary)
+        .args(["--fail-under", "opt@3=25", "--fail-under", "pass@1=16.7"]));
+    assert_eq!(out.status.code(), Some(2));
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        text.starts_with("earlier step\n# ci-model — Opt@3 = 25.00%"),
+        "{text}"
+    );
+    assert!(text.contains("## Thresholds"), "{text}");
+    assert!(
+        text.contains("- fail-under pass@1: 16.67% < 16.7% MISSED"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- fail-under opt@3: 25.00% >= 25% ok"),
+        "{text}"
+    );
+    // The same as the run folder's summary.md, plus the thresholds.
+    let md = std::fs::read_to_string(rd.root.join("summary.md")).unwrap();
+    assert!(text.contains(md.trim_end()), "{text}\n---\n{md}");
 }
 
 // ---- JUnit: a small XML reader, enough to check well-formedness and the schema's shape ----

@@ -13,6 +13,7 @@ use bollard::query_parameters::{
 };
 use futures::StreamExt;
 
+use super::calls::Repeat;
 use super::{Engine, LABEL_MANAGED, LABEL_OWNER, force_remove};
 use crate::task::{Resources, WORKDIR};
 
@@ -167,20 +168,163 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
     }
 }
 
+/// Creates the container named in `opts`. When a try whose answer was lost did create it,
+/// the container of that name is taken, provided this process made it.
+async fn create_named(
+    engine: &Engine,
+    opts: bollard::query_parameters::CreateContainerOptions,
+    body: bollard::models::ContainerCreateBody,
+) -> std::result::Result<String, bollard::errors::Error> {
+    let name = opts.name.clone().unwrap_or_default();
+    let (opts, body) = (&opts, &body);
+    let mut lost_answer = false;
+    let mut attempt = 1;
+    loop {
+        let result = engine
+            .gate
+            .call(
+                &engine.api,
+                "create container",
+                Repeat::OnlyIfNotSent,
+                |api: bollard::Docker| async move {
+                    api.create_container(Some(opts.clone()), body.clone()).await
+                },
+            )
+            .await;
+        match result {
+            Ok(created) => return Ok(created.id),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) if lost_answer && !name.is_empty() => {
+                let inspected = engine.api.inspect_container(&name, None).await?;
+                let ours = inspected
+                    .config
+                    .as_ref()
+                    .and_then(|c| c.labels.as_ref())
+                    .and_then(|l| l.get(super::LABEL_OWNER))
+                    .is_some_and(|o| o == engine.owner());
+                match inspected.id {
+                    Some(id) if ours => return Ok(id),
+                    _ => {
+                        return Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 409,
+                            message: format!("container name {name} is taken by another"),
+                        });
+                    }
+                }
+            }
+            Err(e)
+                if attempt < super::calls::ATTEMPTS
+                    && super::calls::classify(&e) == Some(super::calls::Transient::MaybeSent) =>
+            {
+                lost_answer = true;
+                engine
+                    .gate
+                    .wait_before_retry("create container", &e, attempt)
+                    .await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl Sandbox {
+    async fn inspect(
+        &self,
+    ) -> std::result::Result<bollard::models::ContainerInspectResponse, bollard::errors::Error>
+    {
+        self.engine
+            .gate
+            .call(
+                &self.engine.api,
+                "inspect container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move { api.inspect_container(&self.id, None).await },
+            )
+            .await
+    }
+
+    async fn inspect_exec(
+        &self,
+        exec_id: &str,
+    ) -> std::result::Result<bollard::models::ExecInspectResponse, bollard::errors::Error> {
+        self.engine
+            .gate
+            .call(
+                &self.engine.api,
+                "inspect exec",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move { api.inspect_exec(exec_id).await },
+            )
+            .await
+    }
+
+    /// Starts an exec, attached. Starting twice would run the command twice, so a try whose
+    /// answer was lost is repeated only when the engine says the exec never started.
+    async fn start_exec_once(&self, exec_id: &str) -> Result<StartExecResults> {
+        let options = StartExecOptions {
+            detach: false,
+            tty: false,
+            output_capacity: None,
+        };
+        let options = &options;
+        let mut attempt = 1;
+        loop {
+            let result =
+                self.engine
+                    .gate
+                    .call(
+                        &self.engine.api,
+                        "start exec",
+                        Repeat::OnlyIfNotSent,
+                        |api: bollard::Docker| async move {
+                            api.start_exec(exec_id, Some(*options)).await
+                        },
+                    )
+                    .await;
+            match result {
+                Ok(started) => return Ok(started),
+                Err(e)
+                    if attempt < super::calls::ATTEMPTS
+                        && super::calls::classify(&e)
+                            == Some(super::calls::Transient::MaybeSent) =>
+                {
+                    let info = self
+                        .inspect_exec(exec_id)
+                        .await
+                        .context("cannot tell whether a lost exec start ran")?;
+                    let never_started = info.running != Some(true)
+                        && info.exit_code.is_none()
+                        && info.pid.unwrap_or(0) == 0;
+                    if !never_started {
+                        return Err(anyhow::Error::from(e).context(
+                            "the answer to an exec start was lost after the command had started",
+                        ));
+                    }
+                    self.engine
+                        .gate
+                        .wait_before_retry("start exec", &e, attempt)
+                        .await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(anyhow::Error::from(e).context("cannot start exec")),
+            }
+        }
+    }
+
     /// Creates a container without starting it; removed like a started one.
     pub async fn create(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
         let name = container_name(&spec.name_hint);
         let opts = CreateContainerOptionsBuilder::default().name(&name).build();
-        let created = engine
-            .api
-            .create_container(Some(opts), create_body(spec, engine.owner()))
+        let body = create_body(spec, engine.owner());
+        let id = create_named(engine, opts, body)
             .await
             .with_context(|| format!("cannot create a container from {}", spec.image))?;
-        engine.track(&created.id);
+        engine.track(&id);
         Ok(Sandbox {
             engine: engine.clone(),
-            id: created.id,
+            id,
             name,
             removed: AtomicBool::new(false),
             killed: AtomicBool::new(false),
@@ -191,9 +335,7 @@ impl Sandbox {
     /// holds them.
     pub async fn device_requests(&self) -> Result<Vec<GpuRequest>> {
         let inspected = self
-            .engine
-            .api
-            .inspect_container(&self.id, None)
+            .inspect()
             .await
             .with_context(|| format!("cannot inspect container {}", self.name))?;
         Ok(inspected
@@ -213,7 +355,26 @@ impl Sandbox {
     /// Creates and starts a container. On any failure nothing is left behind.
     pub async fn start(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
         let sandbox = Sandbox::create(engine, spec).await?;
-        if let Err(e) = engine.api.start_container(&sandbox.id, None).await {
+        let id = &sandbox.id;
+        let started = engine
+            .gate
+            .call(
+                &engine.api,
+                "start container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    match api.start_container(id, None).await {
+                        // Started already by a try whose answer was lost.
+                        Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 304,
+                            ..
+                        }) => Ok(()),
+                        other => other,
+                    }
+                },
+            )
+            .await;
+        if let Err(e) = started {
             let _ = sandbox.remove().await;
             return Err(e).with_context(|| format!("cannot start a container from {}", spec.image));
         }
@@ -234,10 +395,23 @@ impl Sandbox {
                 .with_context(|| format!("cannot pack {path}"))?;
         }
         let bytes = builder.into_inner().context("cannot pack files")?;
-        let opts = UploadToContainerOptionsBuilder::default().path(dir).build();
+        let opts = &UploadToContainerOptionsBuilder::default().path(dir).build();
+        let bytes = &bytes;
         self.engine
-            .api
-            .upload_to_container(&self.id, Some(opts), bollard::body_full(bytes.into()))
+            .gate
+            .call(
+                &self.engine.api,
+                "copy into container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    api.upload_to_container(
+                        &self.id,
+                        Some(opts.clone()),
+                        bollard::body_full(bytes.clone().into()),
+                    )
+                    .await
+                },
+            )
             .await
             .with_context(|| format!("cannot copy files into container {}", self.name))
     }
@@ -268,39 +442,34 @@ impl Sandbox {
             bail!("container {} was already killed", self.name);
         }
         let started = Instant::now();
+        let exec_options = CreateExecOptions {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            cmd: Some(argv.to_vec()),
+            user: Some(user.to_string()),
+            env: (!env.is_empty()).then(|| env.to_vec()),
+            working_dir: Some(WORKDIR.to_string()),
+            ..Default::default()
+        };
+        let exec_options = &exec_options;
+        // An exec made twice is harmless: one that is never started does nothing.
         let created = self
             .engine
-            .api
-            .create_exec(
-                &self.id,
-                CreateExecOptions {
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    tty: Some(false),
-                    cmd: Some(argv.to_vec()),
-                    user: Some(user.to_string()),
-                    env: (!env.is_empty()).then(|| env.to_vec()),
-                    working_dir: Some(WORKDIR.to_string()),
-                    ..Default::default()
+            .gate
+            .call(
+                &self.engine.api,
+                "create exec",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    api.create_exec(&self.id, exec_options.clone()).await
                 },
             )
             .await
             .with_context(|| format!("cannot exec in container {}", self.name))?;
         let mut output = BoundedOutput::new(output_limit);
         let run = async {
-            let started_exec = self
-                .engine
-                .api
-                .start_exec(
-                    &created.id,
-                    Some(StartExecOptions {
-                        detach: false,
-                        tty: false,
-                        output_capacity: None,
-                    }),
-                )
-                .await
-                .context("cannot start exec")?;
+            let started_exec = self.start_exec_once(&created.id).await?;
             if let StartExecResults::Attached {
                 output: mut stream, ..
             } = started_exec
@@ -315,8 +484,6 @@ impl Sandbox {
             // The stream ends when the process closes its output; the exit code may lag.
             loop {
                 let info = self
-                    .engine
-                    .api
                     .inspect_exec(&created.id)
                     .await
                     .context("cannot inspect exec")?;
@@ -363,9 +530,7 @@ impl Sandbox {
 
     /// Whether Docker saw the container itself die of OOM.
     pub async fn oom_killed(&self) -> bool {
-        self.engine
-            .api
-            .inspect_container(&self.id, None)
+        self.inspect()
             .await
             .ok()
             .and_then(|i| i.state)
@@ -376,9 +541,7 @@ impl Sandbox {
     /// Whether the container still runs (false when it was killed or removed from
     /// outside, or the daemon lost it).
     pub async fn is_running(&self) -> bool {
-        self.engine
-            .api
-            .inspect_container(&self.id, None)
+        self.inspect()
             .await
             .ok()
             .and_then(|i| i.state)
@@ -392,17 +555,28 @@ impl Sandbox {
 
     pub async fn kill(&self) {
         self.killed.store(true, Ordering::SeqCst);
-        let opts = KillContainerOptionsBuilder::default()
+        let opts = &KillContainerOptionsBuilder::default()
             .signal("SIGKILL")
             .build();
-        let _ = self.engine.api.kill_container(&self.id, Some(opts)).await;
+        let _ = self
+            .engine
+            .gate
+            .call(
+                &self.engine.api,
+                "kill container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    api.kill_container(&self.id, Some(opts.clone())).await
+                },
+            )
+            .await;
     }
 
     pub async fn remove(&self) -> Result<()> {
         if self.removed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let result = force_remove(&self.engine.api, &self.id).await;
+        let result = force_remove(&self.engine, &self.id).await;
         if result.is_ok() {
             self.engine.untrack(&self.id);
         }
@@ -415,12 +589,11 @@ impl Drop for Sandbox {
         if self.removed.load(Ordering::SeqCst) {
             return;
         }
-        let api = self.engine.api.clone();
         let engine = self.engine.clone();
         let id = self.id.clone();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
-                if force_remove(&api, &id).await.is_ok() {
+                if force_remove(&engine, &id).await.is_ok() {
                     engine.untrack(&id);
                 }
             });

@@ -10,6 +10,7 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
+use super::calls::{self, Repeat};
 use super::{Engine, LABEL_DIGEST, LABEL_INSTANCE, LABEL_MANAGED};
 use crate::source::{EntryKind, Material};
 use crate::task::{DEFAULT_BASE_IMAGE, Task, WORKDIR};
@@ -168,7 +169,16 @@ pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> Strin
 
 /// The id of a local image, or `None` when it is not there.
 pub async fn local_image_id(engine: &Engine, name: &str) -> Result<Option<String>> {
-    match engine.api.inspect_image(name).await {
+    let inspected = engine
+        .gate
+        .call(
+            &engine.api,
+            "inspect image",
+            Repeat::Harmless,
+            |api| async move { api.inspect_image(name).await },
+        )
+        .await;
+    match inspected {
         Ok(i) => Ok(Some(i.id.unwrap_or_default())),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
@@ -253,7 +263,74 @@ pub async fn ensure_task_image(
         .build();
     // Large contexts can outlast the client's default request timeout.
     let api = engine.api.clone().with_timeout(Duration::from_secs(3600));
-    let mut stream = api.build_image(opts, None, Some(bollard::body_full(context.into())));
+    // A build is repeatable, so one cut off by a transient engine failure is run again.
+    let mut attempt = 1;
+    let (failure, tail, engine_fault) = loop {
+        let outcome = build_once(&api, opts.clone(), &context, &mut log, task).await;
+        match outcome.transient {
+            Some(e) if attempt < calls::ATTEMPTS => {
+                let _ = writeln!(log, "# transient engine failure; building again");
+                engine
+                    .gate
+                    .wait_before_retry("image build", &e, attempt)
+                    .await;
+                attempt += 1;
+            }
+            transient => break (outcome.failure, outcome.tail, transient.is_some()),
+        }
+    };
+    // A stream may end with a spurious error after a successful build: the image decides.
+    let after = local_image_id(engine, &tag).await?;
+    let built = after.is_some() && (failure.is_none() || after != before);
+    if !built {
+        // A step that failed (or a setup that outran its timeout) is the task's fault;
+        // a build that ended without an error and without an image, or that the engine
+        // cut off, is the engine's.
+        let task_fault = failure.is_some() && !engine_fault;
+        let why = failure.unwrap_or_else(|| "the build ended without an image".into());
+        let last: Vec<String> = tail.into_iter().collect();
+        return Err(BuildFailed {
+            task_fault,
+            message: format!(
+                "building the image of task {} failed: {why}\n  log: {}\n  last lines:\n    {}",
+                task.id,
+                log_path.display(),
+                last.join("\n    ")
+            ),
+        }
+        .into());
+    }
+    let _ = writeln!(log, "# built in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(TaskImage {
+        tag,
+        cached: false,
+        build_seconds: started.elapsed().as_secs_f64(),
+        log_path: log_path.to_path_buf(),
+    })
+}
+
+/// What one try of a build left.
+struct BuildTry {
+    failure: Option<String>,
+    /// The last lines of the build's output.
+    tail: std::collections::VecDeque<String>,
+    /// The engine error that cut the build off, when another try could succeed.
+    transient: Option<bollard::errors::Error>,
+}
+
+async fn build_once(
+    api: &bollard::Docker,
+    opts: bollard::query_parameters::BuildImageOptions,
+    context: &[u8],
+    log: &mut std::fs::File,
+    task: &Task,
+) -> BuildTry {
+    let mut stream = api.build_image(
+        opts,
+        None,
+        Some(bollard::body_full(context.to_vec().into())),
+    );
+    let mut transient = None;
     let mut failure: Option<String> = None;
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let remember = |line: &str, tail: &mut std::collections::VecDeque<String>| {
@@ -291,6 +368,9 @@ pub async fn ensure_task_image(
                     };
                     let _ = writeln!(log, "ERROR: {msg}");
                     failure = Some(msg);
+                    if calls::classify(&e).is_some() {
+                        transient = Some(e);
+                    }
                     break;
                 }
             }
@@ -306,33 +386,11 @@ pub async fn ensure_task_image(
             task.setup_timeout.as_secs()
         ));
     }
-    // A stream may end with a spurious error after a successful build: the image decides.
-    let after = local_image_id(engine, &tag).await?;
-    let built = after.is_some() && (failure.is_none() || after != before);
-    if !built {
-        // A step that failed (or a setup that outran its timeout) is the task's fault;
-        // a build that ended without an error and without an image is the engine's.
-        let task_fault = failure.is_some();
-        let why = failure.unwrap_or_else(|| "the build ended without an image".into());
-        let last: Vec<String> = tail.into_iter().collect();
-        return Err(BuildFailed {
-            task_fault,
-            message: format!(
-                "building the image of task {} failed: {why}\n  log: {}\n  last lines:\n    {}",
-                task.id,
-                log_path.display(),
-                last.join("\n    ")
-            ),
-        }
-        .into());
+    BuildTry {
+        failure,
+        tail,
+        transient,
     }
-    let _ = writeln!(log, "# built in {:.1} s", started.elapsed().as_secs_f64());
-    Ok(TaskImage {
-        tag,
-        cached: false,
-        build_seconds: started.elapsed().as_secs_f64(),
-        log_path: log_path.to_path_buf(),
-    })
 }
 
 /// Where `scripts/make-base-image.sh` is: `$HARNESS_SCRIPTS`, `./scripts`, or the checkout
@@ -454,6 +512,23 @@ fn real_tags(tags: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+async fn list_images(
+    engine: &Engine,
+    opts: bollard::query_parameters::ListImagesOptions,
+) -> Result<Vec<bollard::models::ImageSummary>> {
+    let opts = &opts;
+    engine
+        .gate
+        .call(
+            &engine.api,
+            "list images",
+            Repeat::Harmless,
+            |api| async move { api.list_images(Some(opts.clone())).await },
+        )
+        .await
+        .context("cannot list images")
+}
+
 /// Every image (top level, not build intermediates) carrying the harness's label.
 pub async fn managed_images(engine: &Engine) -> Result<Vec<ManagedImage>> {
     let mut filters = std::collections::HashMap::new();
@@ -462,11 +537,7 @@ pub async fn managed_images(engine: &Engine) -> Result<Vec<ManagedImage>> {
         .all(false)
         .filters(&filters)
         .build();
-    let list = engine
-        .api
-        .list_images(Some(opts))
-        .await
-        .context("cannot list images")?;
+    let list = list_images(engine, opts).await?;
     Ok(list
         .into_iter()
         .filter(|i| i.labels.get(LABEL_MANAGED).is_some_and(|v| v == "true"))
@@ -485,11 +556,8 @@ pub async fn all_image_ids(engine: &Engine) -> Result<Vec<String>> {
     let opts = bollard::query_parameters::ListImagesOptionsBuilder::default()
         .all(false)
         .build();
-    Ok(engine
-        .api
-        .list_images(Some(opts))
-        .await
-        .context("cannot list images")?
+    Ok(list_images(engine, opts)
+        .await?
         .into_iter()
         .map(|i| i.id)
         .collect())
@@ -499,8 +567,13 @@ pub async fn all_image_ids(engine: &Engine) -> Result<Vec<String>> {
 /// `<missing>` when the engine does not have it; bytes it added).
 pub async fn image_layers(engine: &Engine, image: &str) -> Result<Vec<(String, u64)>> {
     Ok(engine
-        .api
-        .image_history(image)
+        .gate
+        .call(
+            &engine.api,
+            "image history",
+            Repeat::Harmless,
+            |api| async move { api.image_history(image).await },
+        )
         .await
         .with_context(|| format!("cannot read the history of image {image}"))?
         .into_iter()
@@ -529,7 +602,17 @@ pub async fn remove_image(engine: &Engine, reference: &str) -> Result<ImageRemov
         .force(false)
         .noprune(false)
         .build();
-    match engine.api.remove_image(reference, Some(opts), None).await {
+    let opts = &opts;
+    let removal = engine
+        .gate
+        .call(
+            &engine.api,
+            "remove image",
+            Repeat::Harmless,
+            |api| async move { api.remove_image(reference, Some(opts.clone()), None).await },
+        )
+        .await;
+    match removal {
         Ok(items) => {
             let mut deleted = Vec::new();
             let mut untagged = Vec::new();

@@ -1,6 +1,7 @@
 //! The Docker engine, through bollard: connection, labels, and finding what this harness
 //! left behind.
 
+pub mod calls;
 pub mod container;
 pub mod image;
 
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+
+use calls::{CallGate, Repeat};
 
 /// Every container and image this harness makes carries `LABEL_MANAGED=true`.
 pub const LABEL_MANAGED: &str = "org.harness.managed";
@@ -25,18 +28,48 @@ pub const LABEL_DIGEST: &str = "org.harness.digest";
 #[derive(Clone)]
 pub struct Engine {
     pub(crate) api: bollard::Docker,
+    /// Bounds and retries every call.
+    pub(crate) gate: CallGate,
     owner: String,
     live: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl Engine {
-    /// Connects (honouring `DOCKER_HOST`: unix, tcp, https, ssh) and checks the daemon answers.
+    /// Connects (honouring `DOCKER_HOST`) and checks the daemon answers. bollard's
+    /// `connect_with_defaults` reads `DOCKER_HOST` (`connect_with_local_defaults` would take
+    /// only `unix://`); with the crate features this build enables (bollard's defaults) that
+    /// is `unix://PATH` and `tcp://HOST:PORT` / `http://` (plain HTTP): `https://` and
+    /// `ssh://` need bollard's `ssl`/`ssh` features, so they are refused with a way round.
     pub async fn connect() -> Result<Engine> {
         let where_ =
             std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
-        let api = bollard::Docker::connect_with_defaults()
-            .with_context(|| format!("cannot connect to the Docker daemon at {where_}"))?;
-        let api = tokio::time::timeout(Duration::from_secs(20), api.negotiate_version())
+        let api = bollard::Docker::connect_with_defaults().with_context(|| {
+            format!(
+                "cannot connect to the Docker daemon at DOCKER_HOST={where_} (this build takes \
+                 unix://PATH or tcp://HOST:PORT; for an ssh:// engine forward its socket, e.g. \
+                 `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST` and \
+                 DOCKER_HOST=unix:///tmp/docker.sock)"
+            )
+        })?;
+        let gate = CallGate::default();
+        // A daemon that is restarting refuses connections for a few seconds: the gate waits.
+        let negotiate = async {
+            let mut attempt = 1;
+            loop {
+                match api.clone().negotiate_version().await {
+                    Err(e)
+                        if attempt < calls::ATTEMPTS
+                            && calls::worth_retrying(&e, Repeat::Harmless) =>
+                    {
+                        gate.wait_before_retry("version negotiation", &e, attempt)
+                            .await;
+                        attempt += 1;
+                    }
+                    other => return other,
+                }
+            }
+        };
+        let api = tokio::time::timeout(Duration::from_secs(20), negotiate)
             .await
             .map_err(|_| {
                 anyhow::anyhow!("the Docker daemon at {where_} did not answer within 20 s")
@@ -44,20 +77,72 @@ impl Engine {
             .with_context(|| {
                 format!("cannot reach the Docker daemon at {where_}: is it running?")
             })?;
-        api.ping()
-            .await
-            .with_context(|| format!("the Docker daemon at {where_} does not answer ping"))?;
+        gate.call(
+            &api,
+            "ping",
+            Repeat::Harmless,
+            |api: bollard::Docker| async move { api.ping().await },
+        )
+        .await
+        .with_context(|| format!("the Docker daemon at {where_} does not answer ping"))?;
         Ok(Engine {
             api,
+            gate,
             owner: owner_token(std::process::id()),
             live: Arc::new(Mutex::new(BTreeSet::new())),
         })
     }
 
+    async fn version(&self) -> Result<bollard::models::SystemVersion, bollard::errors::Error> {
+        self.gate
+            .call(
+                &self.api,
+                "version",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move { api.version().await },
+            )
+            .await
+    }
+
+    async fn info(&self) -> Result<bollard::models::SystemInfo, bollard::errors::Error> {
+        self.gate
+            .call(
+                &self.api,
+                "info",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move { api.info().await },
+            )
+            .await
+    }
+
+    async fn list_containers(
+        &self,
+        opts: bollard::query_parameters::ListContainersOptions,
+    ) -> Result<Vec<bollard::models::ContainerSummary>, bollard::errors::Error> {
+        let opts = &opts;
+        self.gate
+            .call(
+                &self.api,
+                "list containers",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move { api.list_containers(Some(opts.clone())).await },
+            )
+            .await
+    }
+
+    /// Calls to the engine retried after a transient failure so far.
+    pub fn transient_retries(&self) -> u64 {
+        self.gate.retried()
+    }
+
+    /// Retries are reported to `events` from now on.
+    pub fn report_retries_to(&self, events: crate::events::Events) {
+        self.gate.report_to(events);
+    }
+
     /// The engine's version string ("unknown" when it does not say).
     pub async fn server_version(&self) -> String {
-        self.api
-            .version()
+        self.version()
             .await
             .ok()
             .and_then(|v| v.version)
@@ -66,8 +151,7 @@ impl Engine {
 
     /// How many CPUs the engine's host has, when it says.
     pub async fn host_cpus(&self) -> Option<usize> {
-        self.api
-            .info()
+        self.info()
             .await
             .ok()
             .and_then(|i| i.ncpu)
@@ -77,7 +161,6 @@ impl Engine {
     /// The container runtimes the engine offers (`runc`, `nvidia`, ...), sorted.
     pub async fn runtimes(&self) -> Result<Vec<String>> {
         let info = self
-            .api
             .info()
             .await
             .context("cannot read the Docker engine's info")?;
@@ -118,7 +201,7 @@ impl Engine {
         let ids = self.live_containers();
         let mut removed = 0;
         for id in &ids {
-            if force_remove(&self.api, id).await.is_ok() {
+            if force_remove(self, id).await.is_ok() {
                 removed += 1;
             }
             self.untrack(id);
@@ -141,8 +224,7 @@ impl Engine {
             .all(true)
             .filters(&filters)
             .build();
-        self.api
-            .list_containers(Some(opts))
+        self.list_containers(opts)
             .await
             .context("cannot list containers")
     }
@@ -163,7 +245,7 @@ impl Engine {
             if owner_is_alive(owner, &host) {
                 continue;
             }
-            if force_remove(&self.api, id).await.is_ok() {
+            if force_remove(self, id).await.is_ok() {
                 removed += 1;
             }
         }
@@ -192,12 +274,10 @@ impl Engine {
     /// Version, API, storage driver, root folder and runtimes of the engine.
     pub async fn engine_info(&self) -> Result<EngineInfo> {
         let version = self
-            .api
             .version()
             .await
             .context("cannot read the Docker engine's version")?;
         let info = self
-            .api
             .info()
             .await
             .context("cannot read the Docker engine's info")?;
@@ -273,12 +353,18 @@ impl Engine {
     }
 }
 
-pub(crate) async fn force_remove(api: &bollard::Docker, id: &str) -> Result<()> {
-    let opts = RemoveContainerOptionsBuilder::default()
+pub(crate) async fn force_remove(engine: &Engine, id: &str) -> Result<()> {
+    let opts = &RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
         .build();
-    match api.remove_container(id, Some(opts)).await {
+    let removal = engine
+        .gate
+        .call(&engine.api, "remove container", Repeat::Harmless, |api: bollard::Docker| async move {
+            api.remove_container(id, Some(opts.clone())).await
+        })
+        .await;
+    match removal {
         Ok(()) => Ok(()),
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
@@ -291,7 +377,7 @@ pub(crate) async fn force_remove(api: &bollard::Docker, id: &str) -> Result<()> 
                 if let Err(bollard::errors::Error::DockerResponseServerError {
                     status_code: 404,
                     ..
-                }) = api.inspect_container(id, None).await
+                }) = engine.api.inspect_container(id, None).await
                 {
                     return Ok(());
                 }

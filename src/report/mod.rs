@@ -14,7 +14,7 @@ use crate::metrics::{opt_at_k_score, pass_at_k_curve, pass_at_k_rows};
 use crate::results::{RunDir, RunInfo, SampleReport, Status, write_atomic, write_json};
 
 pub use junit::junit_xml;
-pub use text::terminal_summary;
+pub use text::{summary_markdown, terminal_summary};
 
 /// One instance's first K samples and what they add up to.
 #[derive(Debug, Clone)]
@@ -235,13 +235,21 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
 }
 
 /// Samples measured on a machine (or harness build) other than the run's, as
-/// "instance/sample (fingerprint)". Reports refuse to mix them silently.
+/// "instance/sample (fingerprint)". Reports refuse to mix them silently. In a merged run,
+/// the partitions' machines (which `harness merge` checked are alike) are the run's.
 pub fn mixed_fingerprints(summary: &Summary) -> Vec<String> {
+    let info = &summary.info;
     summary
         .instances
         .iter()
         .flat_map(|i| i.samples.iter())
-        .filter(|s| s.fingerprint_id != summary.info.fingerprint_id)
+        .filter(|s| {
+            s.fingerprint_id != info.fingerprint_id
+                && !info
+                    .merged_from
+                    .iter()
+                    .any(|p| p.fingerprint_id == s.fingerprint_id)
+        })
         .map(|s| format!("{}/{} ({})", s.instance_id, s.sample, s.fingerprint_id))
         .collect()
 }
