@@ -49,6 +49,9 @@ pub enum Command {
     /// The main job: evaluate the first K samples of each instance for a model.
     #[command(name = "opt-at-k")]
     OptAtK(Box<OptAtKArgs>),
+    /// A batch: many models x tasks x rollouts from one config file, in one folder; each
+    /// entry an opt-at-k run, one after another, then a ranking of them.
+    Run(Box<RunArgs>),
     /// Build (or confirm cached) the task images only.
     Build(BuildArgs),
     /// Regenerate every report of a run folder from its saved results (no Docker).
@@ -71,6 +74,25 @@ pub enum Command {
     /// The harness's images: `harness images gc` removes those no task needs any more.
     #[command(subcommand)]
     Images(ImagesCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The batch's config file (TOML: name, parallelism, batch-wide options, [[entry]]
+    /// tables; see README, `harness run`).
+    pub config: PathBuf,
+    /// Where the batch folder goes: RESULTS_DIR/<name>/.
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+    /// Print batch.json on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 2 when an entry's figure is below a threshold: opt@k=X or pass@k=X (X percent,
+    /// k from 1 to every entry's K). Repeatable; every entry is judged.
+    #[arg(long, value_name = "METRIC@k=X")]
+    pub fail_under: Vec<String>,
+    #[command(flatten)]
+    pub gpu: GpuArgs,
 }
 
 #[derive(Debug, Args)]
@@ -139,7 +161,7 @@ pub struct GcArgs {
 }
 
 /// CI outputs of a run (opt-at-k and report).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CiArgs {
     /// Write the run as JUnit XML to FILE: one test case per sample (see README, CI outputs).
     #[arg(long, value_name = "FILE")]
@@ -284,7 +306,7 @@ pub struct OptAtKArgs {
 }
 
 /// How samples are measured and judged (opt-at-k and local).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RuleArgs {
     /// Decision rule for opt_base / opt_commit.
     #[arg(long, value_enum, default_value = "strict")]
@@ -318,7 +340,7 @@ pub struct RuleArgs {
 }
 
 /// GPU tasks and their telemetry.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GpuArgs {
     /// The GPUs (NVML device indices) the harness may hand to GPU tasks, e.g. `0,2`
     /// (default: every GPU NVML lists).
@@ -337,17 +359,17 @@ pub struct GpuArgs {
 }
 
 impl GpuArgs {
-    pub fn options(self) -> crate::gpu::GpuOptions {
+    pub fn options(&self) -> crate::gpu::GpuOptions {
         crate::gpu::GpuOptions {
-            allowed: self.gpus,
+            allowed: self.gpus.clone(),
             skip: self.skip_gpu,
-            nvml_lib: self.nvml_lib,
+            nvml_lib: self.nvml_lib.clone(),
             telemetry_hz: self.telemetry_hz,
         }
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Dataset folder: one folder per task with a task.toml.
     #[arg(long, default_value = "tasks")]
@@ -431,6 +453,7 @@ pub async fn main_with(cli: Cli) -> i32 {
     };
     let result = match cli.command {
         Command::OptAtK(a) => opt_at_k(*a, verbosity).await,
+        Command::Run(a) => run_batch(*a, verbosity).await,
         Command::Build(a) => build(a).await,
         Command::Report(a) => report(a),
         Command::Local(a) => local(*a, verbosity).await,
@@ -450,16 +473,17 @@ pub async fn main_with(cli: Cli) -> i32 {
     }
 }
 
-async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
-    let gates = a.ci.gates(a.k)?;
-    let plan = RunPlan::resolve(RawRunOptions {
-        model: a.model,
-        predictions: a.predictions,
+/// The plan of an `opt-at-k` run from its arguments: the one conversion that `opt-at-k`
+/// and each entry of `harness run` go through.
+fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
+    RunPlan::resolve(RawRunOptions {
+        model: a.model.clone(),
+        predictions: a.predictions.clone(),
         k: a.k,
-        dataset: a.common.dataset,
-        results_root: a.common.results_dir,
-        run_id: a.common.run_id,
-        instance_ids: a.common.instance_ids,
+        dataset: a.common.dataset.clone(),
+        results_root: a.common.results_dir.clone(),
+        run_id: a.common.run_id.clone(),
+        instance_ids: a.common.instance_ids.clone(),
         jobs: a.common.jobs,
         timeout_scale: a.common.timeout_scale,
         min_speedup: a.rule.min_speedup,
@@ -474,8 +498,13 @@ async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
         verbosity,
         json: a.json,
         gpu: a.gpu.options(),
-        partition: a.common.partition,
-    })?;
+        partition: a.common.partition.clone(),
+    })
+}
+
+async fn opt_at_k(a: OptAtKArgs, verbosity: Verbosity) -> Result<i32> {
+    let gates = a.ci.gates(a.k)?;
+    let plan = opt_at_k_plan(&a, verbosity)?;
     let outcome = crate::runner::opt_at_k(&plan).await?;
     let gates = ci_outputs(&a.ci, &gates, &outcome.summary)?;
     if plan.json {
@@ -952,4 +981,210 @@ fn report(a: ReportArgs) -> Result<i32> {
     }
     eprint!("{}", crate::ci::describe(&gates));
     Ok(crate::ci::exit_code(&gates))
+}
+
+/// Options as opt-at-k has them when none is given on its command line: clap's own
+/// defaults, so a batch entry and a bare `opt-at-k` never drift apart.
+fn clap_defaults<T: clap::Args + clap::FromArgMatches>() -> Result<T> {
+    let cmd = T::augment_args(clap::Command::new("defaults").no_binary_name(true));
+    let matches = cmd
+        .try_get_matches_from(std::iter::empty::<std::ffi::OsString>())
+        .context("the defaults of opt-at-k's options")?;
+    T::from_arg_matches(&matches).context("the defaults of opt-at-k's options")
+}
+
+/// The `opt-at-k` arguments of one batch entry: its own model, predictions, K, dataset and
+/// instances, the batch-wide settings over opt-at-k's defaults, its run folder inside the
+/// batch folder.
+fn entry_args(
+    batch: &crate::batch::BatchPlan,
+    entry: &crate::batch::EntryPlan,
+    batch_dir: &std::path::Path,
+    gpu: &GpuArgs,
+) -> Result<OptAtKArgs> {
+    let s = &batch.settings;
+    let mut rule: RuleArgs = clap_defaults()?;
+    if let Some(c) = s.criterion {
+        rule.criterion = match c {
+            Criterion::Strict => CriterionArg::Strict,
+            Criterion::Gso => CriterionArg::Gso,
+        };
+    }
+    rule.seed = s.seed.unwrap_or(rule.seed);
+    rule.estimator = s.estimator.or(rule.estimator);
+    rule.min_rounds = s.min_rounds.or(rule.min_rounds);
+    rule.max_rounds = s.max_rounds.or(rule.max_rounds);
+    rule.max_measure_seconds = s.max_measure_seconds.or(rule.max_measure_seconds);
+    rule.replicas = s.replicas.or(rule.replicas);
+    rule.min_speedup = s.min_speedup.unwrap_or(rule.min_speedup);
+    rule.opt_thresh = s.opt_thresh.unwrap_or(rule.opt_thresh);
+    let mut common: CommonArgs = clap_defaults()?;
+    common.dataset = entry.dataset.clone();
+    common.run_id = Some(entry.run_id.clone());
+    common.instance_ids = entry.instance_ids.clone();
+    common.jobs = Some(batch.jobs);
+    common.timeout_scale = s.timeout_scale.unwrap_or(common.timeout_scale);
+    common.results_dir = batch_dir.to_path_buf();
+    Ok(OptAtKArgs {
+        model: entry.model.clone(),
+        predictions: entry.predictions.clone(),
+        k: entry.k,
+        common,
+        rule,
+        json: false,
+        ci: clap_defaults()?,
+        gpu: gpu.clone(),
+    })
+}
+
+/// `harness run CONFIG.toml`: every entry checked first (nothing runs when one is wrong),
+/// then run one after another (measurements never overlap), then ranked.
+async fn run_batch(a: RunArgs, verbosity: Verbosity) -> Result<i32> {
+    use crate::batch::{EntryResult, EntryState};
+    let batch = crate::batch::load(&a.config)?;
+    let gates = a
+        .fail_under
+        .iter()
+        .map(|g| {
+            g.parse::<crate::ci::FailUnder>()
+                .map_err(|e| anyhow::anyhow!("--fail-under {e}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let batch_dir = a.results_dir.join(&batch.name);
+    let mut problems = Vec::new();
+    let mut prepared = Vec::new();
+    for entry in &batch.entries {
+        let checked = (|| -> Result<(RunPlan, Vec<String>)> {
+            crate::ci::check_k(&gates, entry.k)?;
+            let plan = opt_at_k_plan(&entry_args(&batch, entry, &batch_dir, &a.gpu)?, verbosity)?;
+            let ids = crate::batch::preflight(entry)?;
+            Ok((plan, ids))
+        })();
+        match checked {
+            Ok((plan, ids)) => {
+                let result = EntryResult::pending(entry, &batch_dir.join(&entry.run_id), ids);
+                prepared.push((entry, plan, result));
+            }
+            Err(e) => problems.push(format!("{}: {e:#}", entry.describe())),
+        }
+    }
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "{}: {} problem(s), nothing was run:\n  {}",
+            a.config.display(),
+            problems.len(),
+            problems.join("\n  ")
+        );
+    }
+    std::fs::create_dir_all(&batch_dir)
+        .with_context(|| format!("{}: cannot create", batch_dir.display()))?;
+    // From here a Ctrl-C or SIGTERM no longer ends the process: the entry running stops
+    // (keeping what it finished) and no further entry starts.
+    crate::runner::watch_signals();
+    let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let total = prepared.len();
+    let mut results = Vec::new();
+    let mut interrupted: Option<&'static str> = None;
+    for (n, (entry, plan, mut result)) in prepared.into_iter().enumerate() {
+        if interrupted.is_none() {
+            interrupted = crate::runner::interrupted();
+        }
+        if interrupted.is_some() {
+            results.push(result);
+            continue;
+        }
+        let quiet = matches!(verbosity, Verbosity::Quiet);
+        if !quiet {
+            eprintln!(
+                "[{}/{total}] {} (model {}, K={}, {} instance(s)) -> {}",
+                n + 1,
+                entry.label,
+                entry.model,
+                entry.k,
+                result.instance_ids.len(),
+                result.run_dir
+            );
+        }
+        match crate::runner::opt_at_k(&plan).await {
+            Ok(outcome) => {
+                let summary = &outcome.summary;
+                result.state = if summary.totals.complete {
+                    EntryState::Complete
+                } else {
+                    EntryState::Partial
+                };
+                result.figures = Some(crate::batch::Figures::from_summary(summary));
+                result.interrupted = outcome.interrupted.map(str::to_string);
+                result.not_run_ids = summary.totals.not_run_ids.clone();
+                result.report_files = outcome
+                    .report_files
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                result.exit_code = Some(exit_code(&outcome));
+                result.fail_under = crate::ci::judge(summary, &gates);
+                if let Some(f) = &result.figures
+                    && !quiet
+                {
+                    eprintln!(
+                        "[{}/{total}] {}: Opt@{} {:.2}%{}, pass@1 {:.2}%",
+                        n + 1,
+                        entry.label,
+                        entry.k,
+                        f.opt_at_k,
+                        if summary.totals.complete {
+                            ""
+                        } else {
+                            " (partial)"
+                        },
+                        f.pass_at_1
+                    );
+                }
+                for line in crate::ci::describe(&result.fail_under).lines() {
+                    eprintln!("{}: {line}", entry.label);
+                }
+                interrupted = outcome.interrupted.or_else(crate::runner::interrupted);
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e:#}", entry.describe());
+                result.state = EntryState::Failed;
+                result.error = Some(format!("{e:#}"));
+                result.exit_code = Some(1);
+                interrupted = crate::runner::interrupted();
+            }
+        }
+        results.push(result);
+    }
+    let ranking = crate::batch::rank(results);
+    let code = crate::batch::exit_code(&ranking.entries, interrupted);
+    let report = crate::batch::BatchReport {
+        schema_version: crate::batch::BATCH_SCHEMA_VERSION,
+        name: batch.name.clone(),
+        config: a.config.display().to_string(),
+        batch_dir: batch_dir.display().to_string(),
+        started_at,
+        finished_at: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        complete: ranking
+            .entries
+            .iter()
+            .all(|e| e.state == EntryState::Complete),
+        interrupted: interrupted.map(str::to_string),
+        exit_code: code,
+        comparable: ranking.comparable,
+        groups: ranking.groups,
+        notes: ranking.notes,
+        entries: ranking.entries,
+    };
+    crate::results::write_json(&batch_dir.join("batch.json"), &report)?;
+    crate::results::write_atomic(
+        &batch_dir.join("summary.md"),
+        crate::batch::summary_markdown(&report).as_bytes(),
+    )?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", crate::batch::terminal_table(&report));
+        println!("results: {}", batch_dir.display());
+    }
+    Ok(code)
 }

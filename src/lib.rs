@@ -6,6 +6,7 @@
 //! Progress goes as [`events::Event`]s to one reporter that owns the terminal.
 
 pub mod agents;
+pub mod batch;
 pub mod ci;
 pub mod cli;
 pub mod commits;
