@@ -154,8 +154,9 @@ def tree_digest(cfg):
 def code_digest(cfg):
     """Like tree_digest, but a changed Python file counts by its syntax tree (ast.dump,
     without positions) rather than its bytes: equal digests = trees that differ at most in
-    the comments and layout of Python files, so they run the same bytecode. Docstrings are
-    code (they are in the tree); a file that does not parse counts by its bytes."""
+    the comments and layout of Python files, so they run the same instructions (only line
+    numbers differ). Docstrings are code (they are in the tree); a file that does not parse
+    counts by its bytes."""
     source_mtime = cfg.get("source_mtime")
     h = hashlib.sha256()
     for code, rel in sorted(status_entries(ignored=True), key=lambda e: e[1]):

@@ -589,7 +589,7 @@ fn share_identical_trees(variants: &mut [Variant]) {
             }
             (None, Some((label, _, _))) if is_sample => {
                 v.apply_log.push_str(&format!(
-                    "the patched tree differs from {label}'s only in the comments and layout of Python files (their syntax trees are equal, so they run the same bytecode): not measured again, {label}'s timings are this sample's\n"
+                    "the patched tree differs from {label}'s only in the comments and layout of Python files (their syntax trees are equal, so they run the same instructions; only line numbers differ): not measured again, {label}'s timings are this sample's\n"
                 ));
                 v.shared_with = Some(label.clone());
                 v.shared_code_only = true;
