@@ -277,15 +277,29 @@ print(json.dumps({"own_s": time.perf_counter() - start}))
 TEST = "import calib\nassert calib.checksum(10) == 45\nprint('ok')\n"
 
 
-def calibrated_task(ds, iid):
+def calibrated_task(ds, iid, units=UNITS):
     d = os.path.join(ds, iid)
-    write(os.path.join(d, "repo", "calib.py"), MODULE.format(units=UNITS))
+    write(os.path.join(d, "repo", "calib.py"), MODULE.format(units=units))
     write(os.path.join(d, "repo", "bench.py"), BENCH)
     write(os.path.join(d, "repo", "test_calib.py"), TEST)
     write(os.path.join(d, "task.toml"), TOML)
     write(os.path.join(d, "human.patch"),
-          git_diff(os.path.join(d, "repo"), "calib.py", MODULE.format(units=UNITS // 4)))
+          git_diff(os.path.join(d, "repo"), "calib.py", MODULE.format(units=units // 4)))
     return d
+
+
+def units_for(seconds):
+    """The UNITS that make spin() take about `seconds` on this host now (the host's speed
+    varies by hour on a shared machine: 2.4M units took 0.16 s on one hour, 0.44 s on
+    another)."""
+    namespace = {}
+    exec(MODULE.format(units=UNITS), namespace)
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        namespace["spin"]()
+        times.append(time.perf_counter() - t)
+    return max(1000, round(UNITS * seconds / min(times)))
 
 
 def calibrated_trials(work, name, level, trials, extra):
@@ -464,15 +478,16 @@ def wall(work, trials, extra):
         base_s = float("nan")
         for i in range(trials if k == 2 else 1):
             iid = f"wall-k{k}-{i}"
-            d = calibrated_task(ds, iid)
-            # ~0.5 s benches: scale the work up.
+            # ~0.5 s benches, at this hour's speed of the host.
+            units = units_for(0.5)
+            d = calibrated_task(ds, iid, units)
             with open(os.path.join(d, "repo", "calib.py")) as f:
                 text = f.read()
             preds = []
             for s in range(k):
                 level = [1.3, 1.0001, 2.0, 1.1][s % 4]
                 patch = git_diff(os.path.join(d, "repo"), "calib.py",
-                                 text.replace(f"UNITS = {UNITS}", f"UNITS = {round(UNITS / level)}") + "# s%d\n" % s)
+                                 text.replace(f"UNITS = {units}", f"UNITS = {round(units / level)}") + "# s%d\n" % s)
                 preds.append(json.dumps({"instance_id": iid, "model_name_or_path": "wall", "model_patch": patch}))
             p = os.path.join(work, f"{iid}.jsonl")
             write(p, "\n".join(preds) + "\n")
