@@ -126,58 +126,39 @@ def changed_paths():
     return [path for _, path in status_entries()]
 
 
-def tree_digest(cfg):
-    """One digest of the tree as the patch left it: every path that differs from base with
-    its content and executable bit (or "missing"). Ignored files count when their mtime is
-    not the image's fixed one (a patch wrote them). Equal digests = byte-identical trees."""
+def tree_digests(cfg):
+    """Two digests of the tree as the patch left it, from one pass over every path that
+    differs from base (with its executable bit, or "missing"); ignored files count when their
+    mtime is not the image's fixed one (a patch wrote them).
+    - tree: by content. Equal digests = byte-identical trees.
+    - code: the same, but a Python file counts by its syntax tree (ast.dump, without
+      positions) rather than its bytes. Equal digests = trees that differ at most in the
+      comments and layout of Python files, so they run the same instructions (only line
+      numbers differ). Docstrings are code (they are in the tree); a file that does not
+      parse counts by its bytes."""
     source_mtime = cfg.get("source_mtime")
-    h = hashlib.sha256()
-    for code, rel in sorted(status_entries(ignored=True), key=lambda e: e[1]):
+    tree, code = hashlib.sha256(), hashlib.sha256()
+    for status, rel in sorted(status_entries(ignored=True), key=lambda e: e[1]):
         full = os.path.join(TESTBED, rel)
-        if code == "!!":
+        if status == "!!":
             try:
                 if source_mtime is None or int(os.lstat(full).st_mtime) == source_mtime:
                     continue
             except OSError:
                 continue
-        d = digest(full)
+        by_content = digest(full)
+        by_code = (python_code(full) if rel.endswith(".py") else None) or by_content
+        mode = ""
         try:
             st = os.lstat(full)
             if stat.S_ISREG(st.st_mode) and st.st_mode & 0o111:
-                d += ":x"
+                mode = ":x"
         except OSError:
             pass
-        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + d.encode() + b"\0")
-    return "sha256:" + h.hexdigest()
-
-
-def code_digest(cfg):
-    """Like tree_digest, but a changed Python file counts by its syntax tree (ast.dump,
-    without positions) rather than its bytes: equal digests = trees that differ at most in
-    the comments and layout of Python files, so they run the same instructions (only line
-    numbers differ). Docstrings are code (they are in the tree); a file that does not parse
-    counts by its bytes."""
-    source_mtime = cfg.get("source_mtime")
-    h = hashlib.sha256()
-    for code, rel in sorted(status_entries(ignored=True), key=lambda e: e[1]):
-        full = os.path.join(TESTBED, rel)
-        if code == "!!":
-            try:
-                if source_mtime is None or int(os.lstat(full).st_mtime) == source_mtime:
-                    continue
-            except OSError:
-                continue
-        d = python_code(full) if rel.endswith(".py") else None
-        if d is None:
-            d = digest(full)
-        try:
-            st = os.lstat(full)
-            if stat.S_ISREG(st.st_mode) and st.st_mode & 0o111:
-                d += ":x"
-        except OSError:
-            pass
-        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + d.encode() + b"\0")
-    return "sha256:" + h.hexdigest()
+        name = rel.encode("utf-8", "surrogateescape") + b"\0"
+        tree.update(name + (by_content + mode).encode() + b"\0")
+        code.update(name + (by_code + mode).encode() + b"\0")
+    return "sha256:" + tree.hexdigest(), "sha256:" + code.hexdigest()
 
 
 def python_code(full):
@@ -350,8 +331,7 @@ def main(argv):
         return 0
     cfg = load_config()
     if cmd == "after-apply":
-        tree = tree_digest(cfg)
-        code = code_digest(cfg)
+        tree, code = tree_digests(cfg)
         lock_changed(cfg)
         snap = snapshot(cfg)
         tmp = MANIFEST + ".tmp"

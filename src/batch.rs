@@ -797,28 +797,8 @@ fn footer(report: &BatchReport) -> String {
 /// The table printed at the end of a batch.
 pub fn terminal_table(report: &BatchReport) -> String {
     let (header, rows) = table(report);
-    let mut widths: Vec<usize> = header.iter().map(String::len).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = line(&header);
-    out.push('\n');
-    for r in &rows {
-        out.push_str(&line(r));
-        out.push('\n');
-    }
+    let cells: Vec<&[String]> = rows.iter().map(Vec::as_slice).collect();
+    let mut out = crate::report::columns(&header, &cells);
     out.push('\n');
     out.push_str(&footer(report));
     out.push('\n');

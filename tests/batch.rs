@@ -162,7 +162,6 @@ fn a_bad_config_runs_nothing_and_names_the_problem() {
 
 #[test]
 fn ctrl_c_stops_the_batch_after_the_running_entry_and_keeps_what_is_done() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     if !docker_available("batch ctrl_c") {
         return;
@@ -192,21 +191,8 @@ fn ctrl_c_stops_the_batch_after_the_running_entry_and_keeps_what_is_done() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("  | {line}");
-            let _ = tx.send(line);
-        }
-    });
-    let mut seen = Vec::new();
-    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(300)) {
-        seen.push(line.clone());
-        if line.contains("round 2/") {
-            break;
-        }
-    }
+    let rx = stderr_lines(&mut child);
+    let seen = wait_for(&rx, "round 2/");
     assert!(
         !containers_of_run("batch-ctrlc-a").is_empty(),
         "measuring, so containers exist: {seen:?}"

@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use common::*;
@@ -235,21 +234,8 @@ fn ctrl_c_removes_the_runs_containers() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Keep draining stderr on a thread, so the harness never writes into a closed pipe.
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut seen = Vec::new();
-    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(300)) {
-        seen.push(line.clone());
-        if line.contains("round 2/") {
-            break;
-        }
-    }
+    let rx = stderr_lines(&mut child);
+    let seen = wait_for(&rx, "round 2/");
     assert!(
         !containers_of_run("ctrlc").is_empty(),
         "measuring, so containers exist: {seen:?}"
@@ -296,27 +282,8 @@ fn spawn_run(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("  | {line}");
-            let _ = tx.send(line);
-        }
-    });
+    let rx = stderr_lines(&mut child);
     (child, rx)
-}
-
-fn wait_for(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(300)) {
-        let hit = line.contains(what);
-        seen.push(line);
-        if hit {
-            return seen;
-        }
-    }
-    panic!("never saw {what:?}: {seen:?}");
 }
 
 fn long_task(ds: &std::path::Path, id: &str, runs: u32) {

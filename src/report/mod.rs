@@ -14,7 +14,7 @@ use crate::metrics::{opt_at_k_score, pass_at_k_curve, pass_at_k_rows};
 use crate::results::{RunDir, RunInfo, SampleReport, Status, write_atomic, write_json};
 
 pub use junit::junit_xml;
-pub use text::{summary_markdown, terminal_summary};
+pub use text::{columns, summary_markdown, terminal_summary};
 
 /// One instance's first K samples and what they add up to.
 #[derive(Debug, Clone)]

@@ -152,17 +152,15 @@ fn curve_line(xs: &[f64], ci: &[[f64; 2]]) -> String {
         .join("  ")
 }
 
-/// The table printed at the end of a run.
-pub fn terminal_summary(summary: &Summary) -> String {
-    let rows = rows(summary);
-    let headers = headers(summary);
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(&r.cells) {
-            *w = (*w).max(c.len());
+/// A header and rows as left-aligned columns two spaces apart, one line each.
+pub fn columns(header: &[String], rows: &[&[String]]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
         }
     }
-    let fmt_row = |cells: &[String]| -> String {
+    let line = |cells: &[String]| -> String {
         cells
             .iter()
             .zip(&widths)
@@ -173,12 +171,18 @@ pub fn terminal_summary(summary: &Summary) -> String {
             .to_string()
     };
     let mut out = String::new();
-    out.push_str(&fmt_row(&headers));
-    out.push('\n');
-    for r in &rows {
-        out.push_str(&fmt_row(&r.cells));
+    for cells in std::iter::once(header).chain(rows.iter().copied()) {
+        out.push_str(&line(cells));
         out.push('\n');
     }
+    out
+}
+
+/// The table printed at the end of a run.
+pub fn terminal_summary(summary: &Summary) -> String {
+    let rows = rows(summary);
+    let cells: Vec<&[String]> = rows.iter().map(|r| r.cells.as_slice()).collect();
+    let mut out = columns(&headers(summary), &cells);
     let t = &summary.totals;
     out.push('\n');
     out.push_str(&header_line(summary));

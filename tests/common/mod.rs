@@ -145,3 +145,31 @@ pub fn predictions(path: &Path, rows: &[(&str, Option<&str>)]) {
         .collect();
     write(path, &text);
 }
+
+/// The child's stderr, a line at a time, drained on a thread (so the harness never writes
+/// into a closed pipe) and echoed into the test's output.
+pub fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::{BufRead, BufReader};
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("  | {line}");
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// The lines up to and including the first that contains `what` (5 minutes at most).
+pub fn wait_for(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(300)) {
+        let hit = line.contains(what);
+        seen.push(line);
+        if hit {
+            return seen;
+        }
+    }
+    panic!("never saw {what:?}: {seen:?}");
+}
