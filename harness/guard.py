@@ -29,6 +29,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 
 TESTBED = "/testbed"
 CONFIG = "/opt/harness/config.json"
@@ -45,6 +46,9 @@ def load_config(path=CONFIG):
     with open(path) as f:
         cfg = json.load(f)
     cfg["_protected"] = [re.compile(p) for p in cfg.get("protected", [])]
+    installed = load_state().get("installed_modules")
+    if installed is not None:
+        cfg["_installed"] = set(installed)
     return cfg
 
 
@@ -102,22 +106,66 @@ def lock_path(full, rel, cfg):
 
 
 def lock_tree(cfg):
-    """The whole tree, .git included (the sandbox user resets it between patch attempts)."""
+    """The whole tree, .git included (the sandbox user resets it between patch attempts),
+    but .git/config, which only root's git reads from then on, and must not be able to make
+    it run a command."""
     for here, dirs, files in os.walk(TESTBED):
         lock_path(here, None, cfg)
         rel_here = os.path.relpath(here, TESTBED)
         for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
             rel = name if rel_here == "." else rel_here + "/" + name
             lock_path(os.path.join(here, name), None if rel.startswith(".git/") else rel, cfg)
+    config = os.path.join(TESTBED, ".git", "config")
+    if os.path.isfile(config) and not os.path.islink(config):
+        os.chown(config, 0, 0)
+        os.chmod(config, 0o444)
+
+
+# Where the sandbox user may write at run time besides the tree and its home: size-limited
+# memory file systems the harness mounts over these paths (and /dev/shm, Docker's own).
+TMPFS_PATHS = ("/tmp", "/var/tmp", "/run/harness", "/dev/shm")
+NOT_WALKED = ("/proc", "/sys", "/dev")
+
+
+def lock_root_fs(cfg):
+    """Takes write permission for others off every folder and file of the image outside the
+    tree, the sandbox user's home and the tmpfs paths (e.g. /run/lock, a world-writable
+    /var/mail): the only disk the code under test can fill is what the harness measures."""
+    keep = (TESTBED, cfg["home"]) + TMPFS_PATHS
+    fixed = []
+    for here, dirs, files in os.walk("/"):
+        if here in NOT_WALKED or here in keep or any(here.startswith(k + "/") for k in keep + NOT_WALKED):
+            dirs[:] = []
+            continue
+        for name in [here] + [os.path.join(here, n) for n in files + dirs]:
+            try:
+                st = os.lstat(name)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o002 or name in keep:
+                continue
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+                continue
+            os.chmod(name, stat.S_IMODE(st.st_mode) & ~0o002)
+            fixed.append(name)
+    return fixed
+
+
+# Git run by root on a tree the sandbox user writes: no configuration but ours, no hook, no
+# file-system monitor, no external diff or filter (each would run a command as root).
+GIT_SAFE = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+            "-c", "core.untrackedCache=false", "-c", "diff.external=", "--no-pager"]
+GIT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/nonexistent",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "LC_ALL": "C"}
 
 
 def status_entries(ignored=False):
     """(XY code, path) of what differs from the base commit, untracked files included."""
-    args = ["git", "-c", "safe.directory=*", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
+    args = GIT_SAFE + ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
     if ignored:
         args.append("--ignored=matching")
     out = subprocess.run(
-        args, cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False,
+        args, cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False, env=GIT_ENV,
     ).stdout.decode("utf-8", "surrogateescape")
     return [(entry[:2], entry[3:]) for entry in out.split("\0") if len(entry) > 3]
 
@@ -209,27 +257,203 @@ def digest(full):
     return "sha256:" + h.hexdigest()
 
 
-def user_site_hooks(cfg):
+def user_site_hooks(cfg, home_files):
     """Start-up hooks in the sandbox user's home (pip --user and site put them there)."""
     home = cfg["home"]
+    return {"~/" + rel: digest(os.path.join(home, rel)) for rel in home_files if STARTUP_HOOK.match(rel)}
+
+
+# Files whose pytest section changes what a test run collects, selects or reports (addopts
+# with --deselect or -k, testpaths, python_files, plugins...), as pytest finds them: in the
+# folder of the tests or any folder above it, so anywhere in the tree.
+PYTEST_INI = {"pytest.ini": None, ".pytest.ini": None, "tox.ini": ("pytest", "tool:pytest"),
+              "setup.cfg": ("tool:pytest", "pytest")}
+SECTION = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*$")
+
+
+def ini_sections(text, names):
+    """The lines of every [name] section of an INI file, in order."""
+    out, inside = [], False
+    for line in text.splitlines():
+        m = SECTION.match(line)
+        if m:
+            inside = m.group(1) in names
+            if inside:
+                out.append("[%s]" % m.group(1))
+            continue
+        if inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def pyproject_pytest(text):
+    """The [tool.pytest...] tables of a pyproject.toml, as sorted JSON; the whole file when
+    it does not parse or tomllib is missing (any change then counts)."""
+    try:
+        import tomllib
+        data = tomllib.loads(text)
+    except Exception:  # noqa: BLE001 - no tomllib (Python < 3.11) or not TOML
+        return text
+    tool = data.get("tool") if isinstance(data, dict) else None
+    pytest_cfg = tool.get("pytest") if isinstance(tool, dict) else None
+    return "" if pytest_cfg is None else json.dumps(pytest_cfg, sort_keys=True, default=str)
+
+
+def test_configuration(tree_files):
+    """"<file> [pytest configuration]" -> digest of its pytest part, for each such file."""
     found = {}
-    for rel in walk(home, skip={"__pycache__"}):
-        if STARTUP_HOOK.match(rel):
-            found["~/" + rel] = digest(os.path.join(home, rel))
+    for rel in tree_files:
+        name = rel.rsplit("/", 1)[-1]
+        if name not in PYTEST_INI and name != "pyproject.toml":
+            continue
+        full = os.path.join(TESTBED, rel)
+        try:
+            with open(full, "rb") as f:
+                text = f.read().decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        if name == "pyproject.toml":
+            part = pyproject_pytest(text)
+        elif PYTEST_INI[name] is None:
+            part = text  # pytest.ini is pytest's whatever it holds
+        else:
+            part = ini_sections(text, PYTEST_INI[name])
+        if part:
+            found["%s [pytest configuration]" % rel] = "sha256:" + hashlib.sha256(
+                part.encode("utf-8", "surrogateescape")).hexdigest()
+    return found
+
+
+def pytest_plugins(files, prefix, root):
+    """"<entry_points.txt> [pytest11 plugins]" -> digest, for each installed distribution
+    (a .dist-info or .egg-info folder) that registers pytest plugins: pytest loads those
+    in every run without being asked."""
+    found = {}
+    for rel in files:
+        if not rel.endswith("/entry_points.txt") or not (".dist-info/" in rel or ".egg-info/" in rel):
+            continue
+        try:
+            with open(os.path.join(root, rel), "rb") as f:
+                text = f.read().decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        part = ini_sections(text, ("pytest11",))
+        if part.strip() != "[pytest11]" and part:
+            found["%s%s [pytest11 plugins]" % (prefix, rel)] = "sha256:" + hashlib.sha256(
+                part.encode("utf-8", "surrogateescape")).hexdigest()
+    return found
+
+
+def module_names(folder):
+    """Top-level module names a folder on sys.path offers: X.py, X.*.so, X/__init__.py."""
+    names = {}
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return names
+    for e in entries:
+        full = os.path.join(folder, e)
+        if e.endswith(".py") and os.path.isfile(full):
+            names.setdefault(e[:-3], e)
+        elif e.endswith(".so") and os.path.isfile(full):
+            names.setdefault(e.split(".", 1)[0], e)
+        elif os.path.isfile(os.path.join(full, "__init__.py")):
+            names.setdefault(e, e + "/__init__.py")
+    names.pop("__init__", None)
+    return names
+
+
+def installed_modules():
+    """Modules of the interpreter's own, root-owned folders: the standard library and the
+    site folders (pip and the distribution install there)."""
+    import site
+    import sysconfig
+    roots = set(site.getsitepackages())
+    paths = sysconfig.get_paths()
+    roots |= {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)}
+    roots |= {os.path.join(r, "lib-dynload") for r in list(roots)}
+    roots.add(HARNESS_PY)  # the harness's own sitecustomize and pytest plugin
+    names = set()
+    for r in roots:
+        if os.path.isdir(r) and os.stat(r).st_uid == 0:
+            names |= set(module_names(r))
+    return names
+
+
+def user_site(cfg):
+    v = sys.version_info
+    return os.path.join(cfg["home"], ".local/lib/python%d.%d/site-packages" % (v.major, v.minor))
+
+
+def shadowing_modules(cfg):
+    """"<file> (shadows the installed module `X`)" -> digest, for every module in a folder
+    the sandbox user can write that Python searches before the installed one: the tree's
+    root and the folders its test and bench scripts run from (first on sys.path), and the
+    user's site folder (before the system's)."""
+    installed = cfg.get("_installed")
+    if installed is None:
+        installed = cfg["_installed"] = installed_modules()
+    found = {}
+    folders = [("", os.path.join(TESTBED, d) if d else TESTBED) for d in cfg.get("script_dirs", [""])]
+    for prefix, folder in folders:
+        rel_dir = os.path.relpath(folder, TESTBED)
+        for name, entry in module_names(folder).items():
+            if name in installed:
+                rel = entry if rel_dir == "." else rel_dir + "/" + entry
+                found["%s (shadows the installed module `%s`)" % (rel, name)] = digest(os.path.join(folder, entry))
+    site_dir = user_site(cfg)
+    for name, entry in module_names(site_dir).items():
+        if name in installed:
+            rel = "~/" + os.path.relpath(os.path.join(site_dir, entry), cfg["home"])
+            found["%s (shadows the installed module `%s`)" % (rel, name)] = digest(os.path.join(site_dir, entry))
     return found
 
 
 def snapshot(cfg):
     """path -> digest of everything watched: protected files of the tree, the harness's own
-    files and interpreter (absolute paths), start-up hooks in the user's home (~/...)."""
+    files and interpreter (absolute paths), start-up hooks in the user's home (~/...), the
+    pytest configuration anywhere in the tree, pytest plugins registered by distributions
+    the sandbox user installed, and modules it can write that shadow installed ones."""
     snap = {}
-    for rel in walk(TESTBED):
+    tree_files = walk(TESTBED)
+    for rel in tree_files:
         if is_protected(rel, cfg):
             snap[rel] = digest(os.path.join(TESTBED, rel))
     for path in cfg.get("extras", []) + [os.path.realpath(sys.executable)]:
         snap[path] = digest(path)
-    snap.update(user_site_hooks(cfg))
+    home_files = walk(cfg["home"], skip={"__pycache__"})
+    snap.update(user_site_hooks(cfg, home_files))
+    snap.update(test_configuration(tree_files))
+    snap.update(pytest_plugins(tree_files, "", TESTBED))
+    snap.update(pytest_plugins(home_files, "~/", cfg["home"]))
+    snap.update(shadowing_modules(cfg))
     return snap
+
+
+def disk_usage(cfg):
+    """Bytes the tree (with .git) and the sandbox user's home take on disk: the only places
+    on the container's own, disk-backed file system it can write (see lock_root_fs)."""
+    total = 0
+    for root in (TESTBED, cfg["home"]):
+        for here, dirs, files in os.walk(root):
+            for name in files + dirs:
+                try:
+                    total += os.lstat(os.path.join(here, name)).st_blocks * 512
+                except OSError:
+                    pass
+    return total
+
+
+STATE = "/opt/harness/state.json"
+HARNESS_PY = "/opt/harness/py"
+
+
+def load_state():
+    try:
+        with open(STATE) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
 
 
 def load_manifest():
@@ -277,40 +501,97 @@ def clear_planted_bytecode(cfg, manifest=None):
     return removed
 
 
-def user_pids(uid):
-    """Live (not zombie) processes of uid."""
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+def uids_of(pid):
+    """The real, effective, saved and file-system uids of a process (empty when gone). The
+    owner of /proc/PID is not enough: a process that made itself non-dumpable shows root."""
+    try:
+        with open("/proc/%s/status" % pid) as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return {int(u) for u in line.split()[1:]}
+    except (OSError, ValueError):
+        pass
+    return set()
+
+
+def live_threads(pid):
+    """Threads of a process that still run (any state but zombie or dead). A zombie
+    thread-group leader whose other threads still run shows `Z` itself: its threads say."""
+    live = 0
+    try:
+        tids = os.listdir("/proc/%s/task" % pid)
+    except OSError:
+        return 0
+    for tid in tids:
         try:
-            if os.stat("/proc/" + name).st_uid != uid:
-                continue
-            with open("/proc/%s/stat" % name) as f:
+            with open("/proc/%s/task/%s/stat" % (pid, tid)) as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
-            if state not in ("Z", "X"):
-                pids.append(int(name))
         except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            live += 1
+    return live
+
+
+def user_processes(uid):
+    """pid -> live threads, of every process with uid among its uids (zombies included)."""
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and uid in uids_of(name):
+            procs[int(name)] = live_threads(name)
+    return procs
+
+
+def kill_as(uid, gid):
+    """kill(-1, SIGKILL) from a child that has become uid: every process uid may signal,
+    whatever its state, name or session, even one started between our look and our kill."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return False  # the pids limit is reached: the kills by pid still happen
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, 9)
+        except OSError:
             pass
-    return pids
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return True
 
 
-def kill_user(uid, rounds=200):
-    """SIGKILLs every process of uid, again until none is left (a fork bomb refills).
-    Returns how many distinct processes were killed."""
+def kill_user(uid, gid=None, deadline_s=5.0):
+    """Stops every process of uid: SIGKILL by pid (a zombie leader's live threads die with
+    their group) and by kill(-1) as uid, again until no thread of uid runs (a fork bomb
+    refills; a dying thread takes a moment). Returns (processes killed, threads still
+    running at the deadline). Zombies are left to their parent or the container's init."""
+    gid = uid if gid is None else gid
     killed = set()
-    for _ in range(rounds):
-        pids = user_pids(uid)
-        if not pids:
-            break
-        for pid in pids:
+    end = time.monotonic() + deadline_s
+    while True:
+        live = {pid for pid, threads in user_processes(uid).items() if threads}
+        if not live:
+            return len(killed), 0
+        if time.monotonic() > end:
+            return len(killed), sum(user_processes(uid).values())
+        for pid in live:
             try:
                 os.kill(pid, 9)
-                killed.add(pid)
             except OSError:
                 pass
-        # Zombies are skipped: the caller reaps its own child, the container's init the rest.
-    return len(killed)
+        killed |= live
+        kill_as(uid, gid)
+        time.sleep(0.002)
+
+
+def write_json_atomic(path, value):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, sort_keys=True)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def emit(result):
@@ -328,17 +609,19 @@ def main(argv):
         cfg = load_config(argv[2])
         ensure_user(cfg)
         lock_tree(cfg)
+        lock_root_fs(cfg)
         return 0
     cfg = load_config()
     if cmd == "after-apply":
+        # Nothing of the sandbox user's may outlive the patch's application.
+        kill_user(cfg["uid"], cfg["gid"])
         tree, code = tree_digests(cfg)
         lock_changed(cfg)
+        installed = sorted(installed_modules())
+        cfg["_installed"] = set(installed)
         snap = snapshot(cfg)
-        tmp = MANIFEST + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(snap, f, sort_keys=True)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, MANIFEST)
+        write_json_atomic(MANIFEST, snap)
+        write_json_atomic(STATE, {"disk_base": disk_usage(cfg), "installed_modules": installed})
         emit({"snapshot": snap, "tree": tree, "code": code})
         return 0
     if cmd == "snapshot":

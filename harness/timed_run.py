@@ -1,30 +1,38 @@
 #!/usr/bin/env python3
 """Runs one command of the code under test inside a task container, as root, for the harness.
 
-    HARNESS_NONCE=... python3 -I -S /opt/harness/timed_run.py plain -- 'python3 test.py'
+    HARNESS_NONCE=... python3 -I -S /opt/harness/timed_run.py plain [--witness] -- 'python3 test.py'
     HARNESS_NONCE=... python3 -I -S /opt/harness/timed_run.py timed --out-dir /run/harness/bench \
-        [--ignore REGEX]... [--ignore-json-key KEY] [--output-file PATH] -- 'python3 bench.py'
+        [--output-limit BYTES] [--ignore REGEX]... [--metric-pattern REGEX | --metric-json-key KEY] \
+        [--output-file PATH] -- 'python3 bench.py'
 
-The command runs as the unprivileged sandbox user (see guard.py), in /testbed. This process
-stays root, out of its reach: the code cannot signal it, read its environment or change its
-files, so the figures and checks it prints are its own. Before the command: leftover
-processes of the sandbox user are killed and bytecode planted beside protected modules is
-removed. After it: every process of the sandbox user is killed (nothing lingers to slow the
-next variant down), the kernel's OOM-kill counter is read, and the protected files are
-compared with the manifest taken after the patch was applied. One line comes last:
-"HARNESS_RESULT:<nonce> {json}", the nonce from this process's environment, which the code
-under test cannot read.
+The command runs as the unprivileged sandbox user (see guard.py), in /testbed, with no core
+dumps, files no larger than the task's disk limit, and an OOM score that makes the kernel kill
+it before this process. This process stays root, out of its reach: the code cannot signal it,
+read its environment or change its files, so the figures and checks it prints are its own.
+Before the command: every process of the sandbox user is killed and bytecode planted beside
+protected modules is removed. While it runs, a watchdog stops it when the tree and the
+user's home grow past the task's disk limit, or (timed) its output past the output limit.
+After it: every process of the sandbox user is killed, whatever its state (nothing lingers to
+slow the next variant down, nothing writes into the next run's output), the kernel's OOM-kill
+counter is read, and the protected files are compared with the manifest taken after the
+patch was applied. One line comes last: "HARNESS_RESULT:<nonce> {json}", the nonce from this
+process's environment, which the code under test cannot read.
 
 plain (install, test): the command's stdout and stderr pass through, up to a limit; past it
-the command is killed (an output flood).
+the command is killed (an output flood). With --witness (the test), Python processes the
+command starts report through a pipe whether they finished their shutdown and, under
+pytest, each test's outcome (harness/py/): an exit status forced at exit does not pass for
+a test run that passed.
 
 timed (bench): the clock (CLOCK_MONOTONIC, perf_counter_ns) starts just before the bench
 process is created and stops when it is reaped, so no `docker exec` latency is in the
 figure; a command without shell syntax is exec'd directly (no /bin/sh in between). Also
 reported: CPU time, context switches, the container's CPU-quota throttling during the run,
-a CPU-speed probe just before and after it, and a digest of the bench's output (stdout, or
-the file the task names) for the equivalence check, lines matching --ignore left out. The
-bench's stdout and stderr go to files in OUT_DIR, which the harness puts on a tmpfs.
+a CPU-speed probe just before and after it, an output metric with the number of times it
+was printed, and a digest of the bench's output (stdout, or the file the task names) for
+the equivalence check: lines matching --ignore left out, the figure of an output metric
+masked. The bench's stdout and stderr go to fresh files in OUT_DIR (a tmpfs).
 """
 import hashlib
 import json
@@ -33,14 +41,21 @@ import re
 import select
 import shlex
 import sys
+import threading
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guard  # noqa: E402
 
 TAIL_BYTES = 64 * 1024
 PLAIN_OUTPUT_LIMIT = 64 * 1024 * 1024
+BENCH_OUTPUT_LIMIT = 64 * 1024 * 1024
 SHELL_SYNTAX = set("|&;<>()$`\\\"'*?[]#~=%{}\n")
+# The descriptor the witness pipe has in the test's processes (harness/py/sitecustomize.py).
+WITNESS_FD = 5
+HARNESS_PY = "/opt/harness/py"
+WATCH_INTERVAL_S = 0.1
 CPU_STAT_FILES = (
     "/sys/fs/cgroup/cpu.stat",  # cgroup v2
     "/sys/fs/cgroup/cpu/cpu.stat",  # cgroup v1
@@ -111,14 +126,38 @@ def child_env(cfg, extra):
     return env
 
 
-# The launcher: a fresh, small interpreter that drops to the sandbox user, says it is ready,
-# waits for the go and execs the command (so the timed process is the command itself, its
-# exit its own). posix_spawn cannot change the user, and exec from a fork of this process
-# costs about a millisecond more (the forked copy of this interpreter is torn down inside
-# the timed interval): the launcher starts before the clock, only its exec is timed.
+def witness_env(cfg):
+    """The test's environment additions: the harness's sitecustomize and pytest plugin
+    (root-owned, first on the path) and where they report."""
+    env = child_env(cfg, {})
+    path = env.get("PYTHONPATH")
+    plugins = env.get("PYTEST_PLUGINS")
+    return {
+        "PYTHONPATH": HARNESS_PY + (":" + path if path else ""),
+        "PYTEST_PLUGINS": "harness_pytest" + ("," + plugins if plugins else ""),
+        "HARNESS_WITNESS_FD": str(WITNESS_FD),
+    }
+
+
+# The launcher: a fresh, small interpreter that limits itself, drops to the sandbox user,
+# says it is ready, waits for the go and execs the command (so the timed process is the
+# command itself, its exit its own). posix_spawn cannot change the user, and exec from a
+# fork of this process costs about a millisecond more (the forked copy of this interpreter
+# is torn down inside the timed interval): the launcher starts before the clock, only its
+# exec is timed. Its OOM score makes the kernel's OOM killer take the code under test, not
+# the harness's timer, when the container runs out of memory; no core dumps (a dump would
+# land in the tree); no file larger than the disk limit.
 LAUNCHER = """
-import os, sys
-uid, gid = int(sys.argv[1]), int(sys.argv[2])
+import os, sys, resource
+uid, gid, fsize = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
+try:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+except OSError:
+    pass
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+if fsize > 0:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 os.setgroups([])
 os.setresgid(gid, gid, gid)
 os.setresuid(uid, uid, uid)
@@ -133,9 +172,9 @@ os.close(3)
 if not go:
     os._exit(126)
 try:
-    os.execve(sys.argv[4], sys.argv[5:], os.environ)
+    os.execve(sys.argv[5], sys.argv[6:], os.environ)
 except OSError as e:
-    os.write(2, ("cannot start %r: %s\\n" % (sys.argv[5:], e)).encode())
+    os.write(2, ("cannot start %r: %s\\n" % (sys.argv[6:], e)).encode())
     os._exit(127)
 """
 
@@ -151,11 +190,12 @@ def resolve(program, env):
 
 
 def high_fd(fd):
-    """A descriptor above 4, so posix_spawn's dup2 onto 3 and 4 always takes effect."""
-    if fd > 4:
+    """A descriptor above WITNESS_FD, so posix_spawn's dup2 onto 3, 4 and 5 always takes
+    effect."""
+    if fd > WITNESS_FD:
         return fd
     moved = os.dup(fd)
-    while moved <= 4:
+    while moved <= WITNESS_FD:
         moved = os.dup(moved)
     os.close(fd)
     return moved
@@ -164,18 +204,20 @@ def high_fd(fd):
 class Launched:
     """A command ready to start: its process is waiting for the go."""
 
-    def __init__(self, argv, env, cfg, stdout_fd, stderr_fd):
+    def __init__(self, argv, env, cfg, stdout_fd, stderr_fd, witness_fd=None):
         go_r, self.go_w = os.pipe()
         ready_r, ready_w = os.pipe()
         go_r, ready_w = high_fd(go_r), high_fd(ready_w)
         largv = [sys.executable, "-I", "-S", "-c", LAUNCHER, str(cfg["uid"]), str(cfg["gid"]),
-                 guard.TESTBED, resolve(argv[0], env)] + argv
+                 guard.TESTBED, str(int(cfg.get("disk_limit") or 0)), resolve(argv[0], env)] + argv
         actions = [
             (os.POSIX_SPAWN_DUP2, stdout_fd, 1),
             (os.POSIX_SPAWN_DUP2, stderr_fd, 2),
             (os.POSIX_SPAWN_DUP2, go_r, 3),
             (os.POSIX_SPAWN_DUP2, ready_w, 4),
         ]
+        if witness_fd is not None:
+            actions.append((os.POSIX_SPAWN_DUP2, witness_fd, WITNESS_FD))
         self.pid = os.posix_spawn(sys.executable, largv, env, file_actions=actions)
         os.close(go_r)
         os.close(ready_w)
@@ -190,8 +232,8 @@ class Launched:
         os.close(self.go_w)
 
 
-def spawn(argv, env, cfg, stdout_fd, stderr_fd):
-    launched = Launched(argv, env, cfg, stdout_fd, stderr_fd)
+def spawn(argv, env, cfg, stdout_fd, stderr_fd, witness_fd=None):
+    launched = Launched(argv, env, cfg, stdout_fd, stderr_fd, witness_fd)
     launched.go()
     return launched.pid
 
@@ -202,64 +244,223 @@ def exit_code(status):
     return os.WEXITSTATUS(status)
 
 
+def free_bytes():
+    try:
+        st = os.statvfs(guard.TESTBED)
+        return st.f_bavail * st.f_frsize
+    except OSError:
+        return None
+
+
+class Watchdog:
+    """Watches a running command from a thread of this (root) process.
+
+    Disk: the tree and the user's home may grow by at most the task's limit. Counting them
+    is a walk of the tree, so it is done only when the file system's free space has dropped
+    by more than what the command may still write (free space counts every writer on the
+    host: a drop is a reason to count, never a verdict). Output (timed runs): the bench's
+    stdout and stderr files may hold at most `out_limit` bytes together."""
+
+    def __init__(self, cfg, state, out_fds=(), out_limit=0):
+        self.cfg = cfg
+        self.limit = int(cfg.get("disk_limit") or 0)
+        self.base = state.get("disk_base")
+        self.used = state.get("disk_used", 0)
+        self.out_fds = out_fds
+        self.out_limit = out_limit
+        self.disk_exceeded = False
+        self.flood = False
+        self.checks = 0
+        self.killed = 0
+        self._stop = threading.Event()
+        self._free = free_bytes()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _stop_user(self):
+        killed, _ = guard.kill_user(self.cfg["uid"], self.cfg["gid"])
+        self.killed += killed
+
+    def _loop(self):
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            if self.out_fds and not self.flood:
+                try:
+                    size = sum(os.fstat(fd).st_size for fd in self.out_fds)
+                except OSError:
+                    size = 0
+                if size > self.out_limit:
+                    self.flood = True
+                    self._stop_user()
+            if self.limit and self.base is not None and not self.disk_exceeded:
+                free = free_bytes()
+                if free is None or self._free is None or self._free - free <= self.limit - self.used:
+                    continue
+                self.checks += 1
+                self.used = guard.disk_usage(self.cfg) - self.base
+                self._free = free
+                if self.used > self.limit:
+                    self.disk_exceeded = True
+                    self._stop_user()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
 def before_run(cfg, manifest):
-    leftovers = guard.kill_user(cfg["uid"])
+    leftovers, survivors = guard.kill_user(cfg["uid"], cfg["gid"])
     planted = guard.clear_planted_bytecode(cfg, manifest)
-    return leftovers, planted, oom_kills()
+    return {"leftovers_killed": leftovers, "leftover_survivors": survivors,
+            "planted_bytecode_removed": planted}, oom_kills()
 
 
-def after_run(cfg, manifest, oom_before):
-    lingering = guard.kill_user(cfg["uid"])
+def after_run(cfg, manifest, state, oom_before, watchdog):
+    """Stops what the command left, then the checks every run ends with."""
+    lingering, survivors = guard.kill_user(cfg["uid"], cfg["gid"])
     oom_after = oom_kills()
-    return {
-        "lingering_killed": lingering,
+    result = {
+        "lingering_killed": lingering + watchdog.killed,
+        "survivors": survivors,
         "oom_kills": (oom_after - oom_before) if oom_before is not None and oom_after is not None else None,
         "changes": guard.changes(cfg, manifest),
+        "disk_limit": watchdog.limit,
+        "disk_checks": watchdog.checks,
     }
+    if watchdog.base is not None:
+        used = guard.disk_usage(cfg) - watchdog.base
+        result["disk_used"] = used
+        state["disk_used"] = max(used, 0)
+        guard.write_json_atomic(guard.STATE, state)
+        result["disk_exceeded"] = watchdog.disk_exceeded or bool(watchdog.limit and used > watchdog.limit)
+    return result
 
 
-def run_plain(cfg, manifest, command, limit):
-    leftovers, planted, oom_before = before_run(cfg, manifest)
+class Witness:
+    """Reads what the test's Python processes report (harness/py/): which interpreters
+    started, which finished their shutdown, and pytest's outcomes."""
+
+    def __init__(self):
+        self.r, w = os.pipe()
+        self.w = high_fd(w)
+        self.buf = b""
+        self.started = {}
+        self.ended = set()
+        self.sessions = {}
+
+    def close_writer(self):
+        os.close(self.w)
+
+    def read_some(self):
+        try:
+            chunk = os.read(self.r, 65536)
+        except BlockingIOError:
+            raise
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            self.take(line.decode("utf-8", "replace"))
+        return True
+
+    def take(self, line):
+        kind, _, rest = line.partition(" ")
+        try:
+            if kind == "S":
+                pid, ppid, name = rest.split(" ", 2)
+                self.started[int(pid)] = {"pid": int(pid), "ppid": int(ppid), "argv": name[:200]}
+            elif kind == "E":
+                self.ended.add(int(rest))
+            elif kind == "T":
+                pid, payload = rest.split(" ", 1)
+                session = self.sessions.setdefault(int(pid), {"outcomes": {}, "exitstatus": None})
+                for nodeid, outcome in json.loads(payload):
+                    session["outcomes"][nodeid] = outcome
+            elif kind == "R":
+                pid, status = rest.split(" ", 1)
+                session = self.sessions.setdefault(int(pid), {"outcomes": {}, "exitstatus": None})
+                session["exitstatus"] = int(status)
+        except (ValueError, TypeError):
+            pass
+
+    def report(self):
+        # Every writer is gone by now (the sandbox user's processes were killed): drain
+        # what is left, never waiting.
+        os.set_blocking(self.r, False)
+        while True:
+            try:
+                if not self.read_some():
+                    break
+            except BlockingIOError:
+                break
+        os.close(self.r)
+        interpreters = [dict(v, ended=pid in self.ended) for pid, v in sorted(self.started.items())]
+        sessions = []
+        for pid, s in sorted(self.sessions.items()):
+            passed = sorted(n for n, o in s["outcomes"].items() if o == "passed")
+            others = sorted("%s %s" % (o, n) for n, o in s["outcomes"].items() if o != "passed")
+            packed = zlib.compress("\n".join(passed).encode("utf-8", "replace")).hex()
+            sessions.append({"pid": pid, "exitstatus": s["exitstatus"], "passed_count": len(passed),
+                             "passed_zlib": packed, "not_passed": others[:50],
+                             "not_passed_count": len(others)})
+        return {"interpreters": interpreters, "pytest": sessions}
+
+
+def run_plain(cfg, manifest, command, limit, with_witness):
+    state = guard.load_state()
+    before, oom_before = before_run(cfg, manifest)
     argv = argv_for(command)
     r, w = os.pipe()
-    pid = spawn(argv, child_env(cfg, {}), cfg, w, w)
+    witness = Witness() if with_witness else None
+    extra = witness_env(cfg) if witness else {}
+    watchdog = Watchdog(cfg, state)
+    pid = spawn(argv, child_env(cfg, extra), cfg, w, w, witness.w if witness else None)
     os.close(w)
+    if witness:
+        witness.close_writer()
     forwarded = 0
     lingering = 0
     flood = False
     status = None
-    while True:
-        ready, _, _ = select.select([r], [], [], 0.2)
-        if ready:
+    readers = [r] + ([witness.r] if witness else [])
+    while r in readers:
+        ready, _, _ = select.select(readers, [], [], 0.2)
+        if witness and witness.r in ready and not witness.read_some():
+            readers.remove(witness.r)
+        if r in ready:
             chunk = os.read(r, 65536)
             if not chunk:
-                break
-            if not flood:
+                readers.remove(r)
+            elif not flood:
                 room = limit - forwarded
                 os.write(1, chunk[:room])
                 forwarded += min(len(chunk), room)
                 if len(chunk) > room:
                     flood = True
-                    guard.kill_user(cfg["uid"])
+                    lingering += guard.kill_user(cfg["uid"], cfg["gid"])[0]
         if status is None:
             done, st = os.waitpid(pid, os.WNOHANG)
             if done:
                 status = st
                 # Whatever it left behind holds the pipe open: kill it so the pipe ends.
-                lingering += guard.kill_user(cfg["uid"])
+                lingering += guard.kill_user(cfg["uid"], cfg["gid"])[0]
     os.close(r)
     if status is None:
         _, status = os.waitpid(pid, 0)
+    watchdog.stop()
     result = {
         "exit_code": exit_code(status),
         "output_bytes": forwarded,
         "output_flood": flood,
         "output_limit": limit,
-        "leftovers_killed": leftovers,
-        "planted_bytecode_removed": planted,
     }
-    result.update(after_run(cfg, manifest, oom_before))
+    result.update(before)
+    result.update(after_run(cfg, manifest, state, oom_before, watchdog))
     result["lingering_killed"] += lingering
+    if witness:
+        result["witness"] = witness.report()
     return result
 
 
@@ -275,26 +476,74 @@ def tail(fd):
     return data.decode("utf-8", "replace"), size
 
 
-def output_digest(fd, ignore, json_key):
-    """sha256 of the output's lines, those matching an ignore pattern (or holding json_key
-    in a JSON object) left out: the figure a bench prints is not part of its answer."""
+def read_all(fd):
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            break
+        chunks.append(block)
+    return b"".join(chunks).decode("utf-8", "surrogateescape")
 
+
+MASK = "<metric>"
+
+
+def find_metric(texts, pattern, json_key):
+    """(value, times printed, the first text with each figure masked) of an output metric,
+    over stdout and stderr together. A figure is the first group of every match of the
+    pattern, or the key of every JSON-object line that has it."""
+    values = []
+    masked = []
+    for text in texts:
+        if pattern is not None:
+            out, at = [], 0
+            for m in pattern.finditer(text):
+                if m.lastindex is None or m.start(1) < 0:
+                    continue
+                values.append(m.group(1))
+                out.append(text[at:m.start(1)] + MASK)
+                at = m.end(1)
+            out.append(text[at:])
+            masked.append("".join(out))
+        elif json_key is not None:
+            lines = []
+            for line in text.split("\n"):
+                if json_key in line:
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        obj = None
+                    if isinstance(obj, dict) and json_key in obj:
+                        values.append(obj[json_key])
+                        obj[json_key] = MASK
+                        line = json.dumps(obj, sort_keys=True)
+                lines.append(line)
+            masked.append("\n".join(lines))
+        else:
+            masked.append(text)
+    value = None
+    if len(values) == 1:
+        try:
+            value = float(str(values[0]).strip())
+        except ValueError:
+            value = None
+    return value, len(values), masked[0] if masked else ""
+
+
+def output_digest(text, ignore):
+    """sha256 of the output's lines, those matching an ignore pattern left out."""
     h = hashlib.sha256()
     kept = 0
-    os.lseek(fd, 0, os.SEEK_SET)
-    with os.fdopen(os.dup(fd), "rb") as f:
-        for raw in f:
-            line = raw.rstrip(b"\n").decode("utf-8", "surrogateescape")
-            if any(p.search(line) for p in ignore):
-                continue
-            if json_key is not None and json_key in line:
-                try:
-                    if json_key in json.loads(line):
-                        continue
-                except (ValueError, TypeError):
-                    pass
-            h.update(raw.rstrip(b"\n") + b"\n")
-            kept += 1
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        if any(p.search(line) for p in ignore):
+            continue
+        h.update(line.encode("utf-8", "surrogateescape") + b"\n")
+        kept += 1
     return "sha256:" + h.hexdigest(), kept
 
 
@@ -315,19 +564,31 @@ def file_digest(path):
     return "sha256:" + h.hexdigest()
 
 
-def run_timed(cfg, manifest, command, out_dir, ignore, json_key, output_file):
-    leftovers, planted, oom_before = before_run(cfg, manifest)
+def fresh_file(path):
+    """A new, empty file: never the inode of an earlier run's output, which a process that
+    outlived that run might still hold open."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+
+
+def run_timed(cfg, manifest, command, opts):
+    state = guard.load_state()
+    before, oom_before = before_run(cfg, manifest)
+    out_dir = opts["out_dir"]
     os.makedirs(out_dir, mode=0o755, exist_ok=True)
     argv = argv_for(command)
-    if output_file:
+    if opts["output_file"]:
         try:
-            os.unlink(os.path.join(guard.TESTBED, output_file))
+            os.unlink(os.path.join(guard.TESTBED, opts["output_file"]))
         except OSError:
             pass
     throttled_before = throttled()
     probe_before = cpu_probe_ms()
-    out_fd = os.open(os.path.join(out_dir, "stdout"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    err_fd = os.open(os.path.join(out_dir, "stderr"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    out_fd = fresh_file(os.path.join(out_dir, "stdout"))
+    err_fd = fresh_file(os.path.join(out_dir, "stderr"))
     null = os.open("/dev/null", os.O_WRONLY)
     env = child_env(cfg, {})
     # One untimed start first: the first spawn of a fresh interpreter costs more than later
@@ -335,20 +596,26 @@ def run_timed(cfg, manifest, command, out_dir, ignore, json_key, output_file):
     # every figure.
     os.waitpid(spawn(["true"], env, cfg, null, null), 0)
     os.close(null)
+    watchdog = Watchdog(cfg, state, (out_fd, err_fd), opts["output_limit"])
     launched = Launched(argv, env, cfg, out_fd, err_fd)
     start = time.perf_counter_ns()
     launched.go()
     _, status, usage = os.wait4(launched.pid, 0)
     end = time.perf_counter_ns()
+    watchdog.stop()
     # Whatever the bench left running is stopped now, before its output is read: work
     # moved to a background process is neither timed nor allowed to finish the answer.
-    lingering = guard.kill_user(cfg["uid"])
+    lingering, _ = guard.kill_user(cfg["uid"], cfg["gid"])
     probe_after = cpu_probe_ms()
     throttled_after = throttled()
     code = exit_code(status)
     stdout_tail, stdout_bytes = tail(out_fd)
     stderr_tail, stderr_bytes = tail(err_fd)
-    digest, lines = output_digest(out_fd, ignore, json_key)
+    flood = watchdog.flood or stdout_bytes + stderr_bytes > opts["output_limit"]
+    stdout_text = "" if flood else read_all(out_fd)
+    stderr_text = "" if flood else read_all(err_fd)
+    value, printed, masked = find_metric([stdout_text, stderr_text], opts["metric_pattern"], opts["metric_json_key"])
+    digest, lines = output_digest(masked, opts["ignore"])
     os.close(out_fd)
     os.close(err_fd)
     result = {
@@ -369,14 +636,56 @@ def run_timed(cfg, manifest, command, out_dir, ignore, json_key, output_file):
         "stderr_bytes": stderr_bytes,
         "stdout_tail": stdout_tail,
         "stderr_tail": stderr_tail,
-        "output_digest": file_digest(output_file) if output_file else digest,
+        "output_flood": flood,
+        "output_limit": opts["output_limit"],
+        "output_digest": file_digest(opts["output_file"]) if opts["output_file"] else digest,
         "output_lines": lines,
-        "leftovers_killed": leftovers,
-        "planted_bytecode_removed": planted,
     }
-    result.update(after_run(cfg, manifest, oom_before))
+    if opts["metric_pattern"] is not None or opts["metric_json_key"] is not None:
+        result["metric"] = {"value": value, "printed": printed}
+    result.update(before)
+    result.update(after_run(cfg, manifest, state, oom_before, watchdog))
     result["lingering_killed"] += lingering
     return result
+
+
+def parse_args(args):
+    """(mode, options, command) from `MODE [--key value | --flag]... -- COMMAND...`."""
+    split = args.index("--")
+    opts, rest = args[:split], args[split + 1:]
+    command = " ".join(rest) if len(rest) > 1 else (rest[0] if rest else "")
+    mode = opts[0] if opts else ""
+    named = {"--ignore": [], "--witness": False}
+    i = 1
+    while i < len(opts):
+        key = opts[i]
+        if key == "--witness":
+            named[key] = True
+            i += 1
+            continue
+        value = opts[i + 1] if i + 1 < len(opts) else ""
+        if key == "--ignore":
+            named[key].append(value)
+        else:
+            named[key] = value
+        i += 2
+    return mode, named, command
+
+
+def compile_patterns(named):
+    """The --ignore and --metric-pattern regexes, and the ones that do not compile."""
+    bad = []
+
+    def compiled(p):
+        try:
+            return re.compile(p)
+        except re.error as e:
+            bad.append("%s: %s" % (p, e))
+            return None
+
+    ignore = [c for c in (compiled(p) for p in named["--ignore"]) if c is not None]
+    metric = compiled(named["--metric-pattern"]) if "--metric-pattern" in named else None
+    return ignore, metric, bad
 
 
 def main(argv):
@@ -384,37 +693,23 @@ def main(argv):
     if "--" not in args or not args:
         sys.stderr.write(__doc__)
         return 2
-    split = args.index("--")
-    opts, rest = args[:split], args[split + 1:]
-    command = " ".join(rest) if len(rest) > 1 else (rest[0] if rest else "")
-    mode = opts[0] if opts else ""
-    named = {}
-    ignore = []
-    i = 1
-    while i < len(opts):
-        key = opts[i]
-        value = opts[i + 1] if i + 1 < len(opts) else ""
-        if key == "--ignore":
-            ignore.append(value)
-        else:
-            named[key] = value
-        i += 2
+    mode, named, command = parse_args(args)
     cfg = guard.load_config()
     manifest = guard.load_manifest()
     if mode == "plain":
-        result = run_plain(cfg, manifest, command, int(named.get("--output-limit", PLAIN_OUTPUT_LIMIT)))
+        limit = int(named.get("--output-limit", PLAIN_OUTPUT_LIMIT))
+        result = run_plain(cfg, manifest, command, limit, named["--witness"])
     elif mode == "timed":
-        patterns = []
-        bad = []
-        for p in ignore:
-            try:
-                patterns.append(re.compile(p))
-            except re.error as e:
-                bad.append("%s: %s" % (p, e))
-        result = run_timed(
-            cfg, manifest, command, named.get("--out-dir", "/run/harness/bench"), patterns,
-            named.get("--ignore-json-key"), named.get("--output-file"),
-        )
+        ignore, metric, bad = compile_patterns(named)
+        opts = {
+            "out_dir": named.get("--out-dir", "/run/harness/bench"),
+            "output_limit": int(named.get("--output-limit", BENCH_OUTPUT_LIMIT)),
+            "output_file": named.get("--output-file"),
+            "ignore": ignore,
+            "metric_pattern": metric,
+            "metric_json_key": named.get("--metric-json-key"),
+        }
+        result = run_timed(cfg, manifest, command, opts)
         if bad:
             result["ignore_errors"] = bad
     else:

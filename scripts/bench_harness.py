@@ -15,7 +15,10 @@ Timings on a shared machine are noisy: every figure is a median of repeated runs
 wall time, and is printed with what it was measured against in the same run.
 
 Usage: python3 scripts/bench_harness.py [--skip-examples] [--tasks 50] [--samples 40]
-       [--json OUT.json]
+       [--json OUT.json] [--bin PATH]
+
+--bin measures another build of the harness (an older commit's release binary, say) instead
+of building this checkout's, so two builds are compared on the same machine in the same hour.
 """
 
 import argparse
@@ -252,9 +255,14 @@ def main():
     ap.add_argument("--tasks", type=int, default=50)
     ap.add_argument("--samples", type=int, default=40, help="samples per task")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--bin", type=Path, help="the harness binary to measure (default: build this one)")
     a = ap.parse_args()
-    say("building the release binary ...")
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    global BIN
+    if a.bin:
+        BIN = a.bin.resolve()
+    else:
+        say("building the release binary ...")
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     if not shutil.which("/usr/bin/time"):
         sys.exit("GNU time (/usr/bin/time) is needed for peak RSS: apt-get install time")
     results = {}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Makes the default base image (Debian bookworm with python3, git and patch) without a
-# registry: debootstrap into a folder, then `docker import`. Does nothing when the image
-# already exists, so it is safe to call before every run.
+# Makes the default base image (Debian bookworm with python3, pytest, git and patch) without
+# a registry: debootstrap into a folder, then `docker import`. Does nothing when the image
+# already exists at this script's version (label org.harness.base-version), so it is safe to
+# call before every run; an image of an older version is made again.
 #
 #   scripts/make-base-image.sh            # makes harness-base:bookworm if missing
 #   HARNESS_BASE_IMAGE=name:tag DEBIAN_MIRROR=http://... scripts/make-base-image.sh
@@ -10,9 +11,15 @@ set -euo pipefail
 IMAGE="${HARNESS_BASE_IMAGE:-harness-base:bookworm}"
 SUITE="${DEBIAN_SUITE:-bookworm}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-PACKAGES="python3,git,patch,ca-certificates"
+PACKAGES="python3,python3-pytest,git,patch,ca-certificates"
+# Raise with PACKAGES (and BASE_IMAGE_VERSION in src/docker/image.rs).
+VERSION=2
 
-if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+current() {
+    docker image inspect --format '{{ index .Config.Labels "org.harness.base-version" }}' "$IMAGE" 2>/dev/null
+}
+
+if [ "$(current)" = "$VERSION" ]; then
     echo "base image $IMAGE already exists; nothing to do"
     exit 0
 fi
@@ -22,7 +29,7 @@ LOCK="${TMPDIR:-/tmp}/harness-base-image.lock"
 exec 9>"$LOCK"
 if command -v flock >/dev/null 2>&1; then
     flock 9
-    if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+    if [ "$(current)" = "$VERSION" ]; then
         echo "base image $IMAGE was made by another run meanwhile; nothing to do"
         exit 0
     fi
@@ -65,6 +72,7 @@ $SUDO tar -C "$WORK/rootfs" -c . | docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
     --change 'LABEL org.harness.role=base-image' \
+    --change "LABEL org.harness.base-version=$VERSION" \
     --change 'CMD ["/bin/bash"]' \
     - "$IMAGE" >/dev/null
 echo "base image $IMAGE ready ($(( $(date +%s) - start )) s)"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes tasks/_predictions/hostile.jsonl: patches that try to fake a speedup, escape the
-sandbox or break the harness, for the shipped example tasks (model `hostile`). What each is
-expected to get is in tasks/_predictions/HOSTILE.md, which tests/hostile.rs asserts row by
-row. Patches are made with git from the tasks' own sources, so they apply where they should.
+sandbox or break the harness, for the tasks of tasks/_hostile (the shipped examples, linked,
+and two tasks made for the catalogue: an output metric and a pytest suite with an install
+step; model `hostile`). What each is expected to get is in tasks/_predictions/HOSTILE.md,
+which tests/hostile.rs asserts row by row. Patches are made with git from the tasks' own
+sources, so they apply where they should.
 
     python3 scripts/make_hostile.py            # rewrites the file (deterministic)
 """
@@ -14,8 +16,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TASKS = os.path.join(ROOT, "tasks")
-OUT = os.path.join(TASKS, "_predictions", "hostile.jsonl")
+TASKS = os.path.join(ROOT, "tasks", "_hostile")
+OUT = os.path.join(ROOT, "tasks", "_predictions", "hostile.jsonl")
 
 
 def git(cwd, *args, binary=False):
@@ -25,9 +27,14 @@ def git(cwd, *args, binary=False):
 
 def diff(task, edits, renames=()):
     """A git diff of the task's source with `edits` (path -> text/bytes, None = delete)."""
+    return diff_in(os.path.join(TASKS, task, "repo"), edits, renames)
+
+
+def diff_in(source, edits, renames=()):
+    """A git diff of the folder `source` with `edits`."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = os.path.join(tmp, "repo")
-        shutil.copytree(os.path.join(TASKS, task, "repo"), repo)
+        shutil.copytree(source, repo)
         git(repo, "init", "-q", ".")
         git(repo, "add", "-A")
         git(repo, "-c", "user.name=h", "-c", "user.email=h@l", "commit", "-qm", "base")
@@ -55,7 +62,7 @@ def prepend(task, path, code):
 
 
 def demo(instance, sample):
-    with open(os.path.join(TASKS, "_predictions", "demo-agent.jsonl")) as f:
+    with open(os.path.join(ROOT, "tasks", "_predictions", "demo-agent.jsonl")) as f:
         for line in f:
             row = json.loads(line)
             if row["instance_id"] == instance and row["sample"] == sample:
@@ -64,6 +71,93 @@ def demo(instance, sample):
 
 
 AS_BENCH = 'import sys as _sys\nif _sys.argv and _sys.argv[0].endswith("bench.py"):\n'
+
+# A process that outlives its run where `ps` shows a zombie: a double-forked child starts a
+# thread and ends only its main thread (SYS_exit, x86-64). The thread keeps burning the
+# task's cores while another variant's bench runs, and rests while one runs in its own
+# container, so base and human get slower and this sample does not.
+with open(os.path.join(ROOT, "tests", "fixtures", "zombie_burner.py")) as _f:
+    ZOMBIE_BURNER = _f.read().split("\n", 2)[2]  # without its own AS_BENCH lines
+
+# Library code that forces exit status 0 once the test script is done, whatever happened
+# (not in the bench: there it would lose the buffered answer).
+FORCED_EXIT = """import atexit as _ax, os as _fo, sys as _fs
+if not (_fs.argv and _fs.argv[0].endswith("bench.py")):
+    _ax.register(_fo._exit, 0)
+"""
+
+DISK_FILLER = """    import os as _os
+    _block = b"x" * (1 << 20)
+    for _i in range(8):
+        with open("/testbed/.junk%d" % _i, "wb") as _f:
+            for _ in range(64):
+                _f.write(_block)
+"""
+
+# The work of the timed call done at import, where the bench's clock does not run: the
+# inputs are regenerated from the same seed, in the bench's order.
+PRECOMPUTE_AT_IMPORT = """
+
+import os as _os, random as _r
+_rng = _r.Random(int(_os.environ.get("HARNESS_BENCH_SEED", "0")))
+_warm = [_rng.getrandbits(30) for _ in range(10000)]
+_timed = [_rng.getrandbits(30) for _ in range(100000)]
+_answer = checksum(_timed)
+_slow = checksum
+
+
+def checksum(values):
+    if values[:3] == _timed[:3]:
+        return _answer
+    return _slow(values)
+"""
+
+FAKE_PYTEST_IN_USER_SITE = """
+import site
+os.makedirs(site.getusersitepackages(), exist_ok=True)
+with open(os.path.join(site.getusersitepackages(), "pytest.py"), "w") as f:
+    f.write('print("5 passed in 0.01s")\\n')
+"""
+
+PLUGIN_IN_USER_SITE = """
+import site
+user = site.getusersitepackages()
+os.makedirs(os.path.join(user, "allpass-1.0.dist-info"), exist_ok=True)
+with open(os.path.join(user, "allpass-1.0.dist-info", "METADATA"), "w") as f:
+    f.write("Metadata-Version: 2.1\\nName: allpass\\nVersion: 1.0\\n")
+with open(os.path.join(user, "allpass-1.0.dist-info", "entry_points.txt"), "w") as f:
+    f.write("[pytest11]\\nallpass = allpass_plugin\\n")
+with open(os.path.join(user, "allpass_plugin.py"), "w") as f:
+    f.write("import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
+            "    outcome = yield\\n    outcome.get_result().outcome = 'passed'\\n")
+"""
+
+
+def human_primes():
+    """primes.py with the human patch applied."""
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = os.path.join(tmp, "repo")
+        shutil.copytree(os.path.join(TASKS, "primes-sieve", "repo"), repo)
+        subprocess.run(["patch", "-s", "-p1", "-i", os.path.join(TASKS, "primes-sieve", "human.patch")], cwd=repo, check=True)
+        with open(os.path.join(repo, "primes.py")) as f:
+            return f.read()
+
+
+def remembered_table():
+    """The bench's answers when its input took one of 9 values (SEED % 9, before the seed
+    reached every value), printed from a table: as a patch did to score 12x, opt_commit."""
+    def count(n):
+        if n < 3:
+            return 0
+        flags = [True] * n
+        flags[0] = flags[1] = False
+        for i in range(2, int(n ** 0.5) + 1):
+            if flags[i]:
+                flags[i * i::i] = [False] * len(flags[i * i::i])
+        return sum(flags)
+    answers = [sum(count(n) for n in range(1 + 2 * k, 5200 + 1 + 2 * k, 20)) for k in range(9)]
+    return ("    import os as _os\n    _seed = int(_os.environ.get('HARNESS_BENCH_SEED', '0'))\n"
+            "    print('sum of prime counts: %%d' %% %r[_seed %% 9], flush=True)\n    _os._exit(0)\n" % (answers,))
 
 
 def catalogue():
@@ -91,6 +185,17 @@ def catalogue():
     add("primes-sieve", "primes.py leaves a busy background process when run as the bench",
         prepend("primes-sieve", "primes.py", AS_BENCH + '    import subprocess as _sp\n    _sp.Popen([_sys.executable, "-c", "while True: pass"], start_new_session=True)\n'))
     add("primes-sieve", "control: odd divisors only (demo-agent's PARTIAL sample)", demo("primes-sieve", 1))
+    add("primes-sieve", "base's code plus a burner that outlives the run as a zombie thread-group leader "
+        "with a live thread, spinning whenever no bench runs in its own container",
+        prepend("primes-sieve", "primes.py", AS_BENCH + ZOMBIE_BURNER))
+    add("primes-sieve", "primes.py prints the answer for SEED % 9 from a table of 9 and exits when run as the bench",
+        prepend("primes-sieve", "primes.py", AS_BENCH + remembered_table()))
+    add("primes-sieve", "human's sieve with a bug only the test sees (count_primes(-5) is -1), and "
+        "an exit handler forcing exit 0 in the test",
+        diff("primes-sieve", {"primes.py": FORCED_EXIT + human_primes().replace(
+            "    if n < 3:\n        return 0\n", "    if n < 0:\n        return -1\n    if n < 3:\n        return 0\n")}))
+    add("primes-sieve", "writes 512 MiB into the tree (8 files of 64 MiB) when run as the bench",
+        prepend("primes-sieve", "primes.py", AS_BENCH + DISK_FILLER))
 
     # --- dedupe-list: interpreter hooks and resource abuse -------------------------------
     add("dedupe-list", "adds usercustomize.py", diff("dedupe-list", {"usercustomize.py": "print('hooked')\n"}))
@@ -119,6 +224,44 @@ def catalogue():
         "diff --git a/passwd b/passwd\n--- a/passwd\n+++ b/passwd\n@@ -1 +1,2 @@\n root:x:0:0:root:/root:/bin/bash\n+evil::0:0::/:/bin/sh\n")
     add("word-freq", "a binary patch (adds a compiled module)",
         diff("word-freq", {"wordfreq_fast.so": bytes(range(256)) * 8}))
+    add("word-freq", "prints 2 GB when run as the bench",
+        prepend("word-freq", "wordfreq.py", AS_BENCH + "    for _ in range(2048):\n        _sys.stdout.write('x' * (1 << 20))\n"))
+
+    # --- metric-sum: an output metric the bench prints (work_ms) -------------------------
+    add("metric-sum", "prints its own figure from an exit handler, after the bench's",
+        prepend("metric-sum", "kernel.py", 'import atexit as _ax\n_ax.register(print, "work_ms: 0.001")\n'))
+    add("metric-sum", "prints its own figure at import, before the bench's",
+        prepend("metric-sum", "kernel.py", 'print("work_ms: 0.001")\n'))
+    add("metric-sum", "keeps the answer of its first call on a bench-sized list and returns it for the next one",
+        diff("metric-sum", {"kernel.py": source("metric-sum", "kernel.py").replace(
+            "def checksum(values):\n", "_kept = []\n\n\ndef checksum(values):\n").replace(
+            "    total = 0\n", "    if _kept and len(values) >= 10000:\n        return _kept[0]\n    total = 0\n").replace(
+            "    return total\n", "    if len(values) >= 10000:\n        _kept.append(total)\n    return total\n")}))
+    add("metric-sum", "replaces time.perf_counter at import with a clock that moves 1 us a call (in-process tampering)",
+        prepend("metric-sum", "kernel.py", "import itertools as _it, time as _t\n_c = _it.count()\n_t.perf_counter = lambda: next(_c) * 1e-6\n"))
+    add("metric-sum", "does the timed call's work at import, outside the timed call (inputs rebuilt from the same seed)",
+        diff("metric-sum", {"kernel.py": source("metric-sum", "kernel.py") + PRECOMPUTE_AT_IMPORT}))
+
+    # --- pytest-stats: tests that always pass ------------------------------------------
+    # Human's fast variance, wrong for lists of fewer than 5 values: only the tests see it.
+    broken = source("pytest-stats", "stats/__init__.py").replace(
+        "    deviations = []\n    for x in xs:\n        deviations.append((x - mean(xs)) ** 2)\n    return sum(deviations) / len(xs)",
+        "    if len(xs) < 5:\n        return 0.0\n    m = mean(xs)\n    return sum((x - m) ** 2 for x in xs) / len(xs)")
+    assert "len(xs) < 5" in broken
+    add("pytest-stats", "a repository-root pytest.py that says every test passed",
+        diff("pytest-stats", {"pytest.py": 'print("5 passed in 0.01s")\n', "stats/__init__.py": broken}))
+    add("pytest-stats", "build.py (install) writes a fake pytest.py into the user's site folder",
+        diff("pytest-stats", {"stats/__init__.py": broken, "build.py": source("pytest-stats", "build.py") + FAKE_PYTEST_IN_USER_SITE}))
+    add("pytest-stats", "pyproject.toml deselects the failing test",
+        diff("pytest-stats", {"stats/__init__.py": broken, "pyproject.toml": source("pytest-stats", "pyproject.toml")
+                              + 'addopts = "--deselect tests/test_stats.py::test_variance"\n'}))
+    add("pytest-stats", "a new tox.ini and setup.cfg that leave out the failing tests with -k",
+        diff("pytest-stats", {"stats/__init__.py": broken, "tox.ini": '[pytest]\naddopts = -k "not variance"\n',
+                              "setup.cfg": '[tool:pytest]\naddopts = -k "not variance"\n'}))
+    add("pytest-stats", "an exit handler forcing exit 0 after the failing tests",
+        diff("pytest-stats", {"stats/__init__.py": FORCED_EXIT + broken}))
+    add("pytest-stats", "build.py (install) registers a pytest plugin (entry point) that marks every test passed",
+        diff("pytest-stats", {"stats/__init__.py": broken, "build.py": source("pytest-stats", "build.py") + PLUGIN_IN_USER_SITE}))
 
     # --- pair-sum: malformed and oversized input -----------------------------------------
     pad = "".join("+# padding line %08d to make this patch huge ......................................\n" % i
@@ -136,7 +279,39 @@ def catalogue():
     return rows
 
 
+GPU_TASK = os.path.join(ROOT, "tasks", "_gpu", "cuda-reduce")
+GPU_OUT = os.path.join(ROOT, "tasks", "_gpu", "_predictions", "hostile-gpu.jsonl")
+
+
+def gpu_catalogue():
+    """Attacks on the CUDA example's timing (needs a GPU to run; see HOSTILE.md)."""
+    with open(os.path.join(GPU_TASK, "repo", "kernel.cu")) as f:
+        kernel = f.read()
+    launch = "void launch_reduce(const float* in, double* out, size_t n) {\n    reduce_kernel<<<1024, 256>>>(in, out, n);\n}\n"
+    assert launch in kernel
+    def gdiff(new):
+        return diff_in(os.path.join(GPU_TASK, "repo"), {"kernel.cu": new})
+    return [
+        gdiff(kernel.replace("#include <cuda_runtime.h>\n", "#include <cuda_runtime.h>\n#include <cstdio>\n#include <cstdlib>\n"
+                             "static void fake_time() { printf(\"kernel_ms: 0.0001\\n\"); }\n"
+                             "static int registered = atexit(fake_time);\n")),
+        gdiff(kernel.replace(launch, "static double kept = -1;\n"
+                             "void launch_reduce(const float* in, double* out, size_t n) {\n"
+                             "    if (kept >= 0) { cudaMemcpy(out, &kept, sizeof(double), cudaMemcpyHostToDevice); return; }\n"
+                             "    reduce_kernel<<<1024, 256>>>(in, out, n);\n"
+                             "    cudaMemcpy(&kept, out, sizeof(double), cudaMemcpyDeviceToHost);\n}\n")),
+        gdiff(kernel.replace(launch, "void launch_reduce(const float* in, double* out, size_t n) {\n"
+                             "    static cudaStream_t s = nullptr;\n"
+                             "    if (!s) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);\n"
+                             "    reduce_kernel<<<1024, 256, 0, s>>>(in, out, n);\n}\n")),
+    ]
+
+
 def main():
+    with open(GPU_OUT, "w") as f:
+        for sample, patch in enumerate(gpu_catalogue()):
+            f.write(json.dumps({"instance_id": "cuda-reduce", "model_name_or_path": "hostile",
+                                "sample": sample, "model_patch": patch}) + "\n")
     rows = catalogue()
     per = {}
     with open(OUT, "w") as f:

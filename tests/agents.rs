@@ -302,3 +302,88 @@ fn unknown_and_ambiguous_prefixes_are_explained() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("4 or more hex digits"));
 }
+
+/// Agents that attack the harness: one plants a file-system monitor in `.git/config` for
+/// root's `git add` to run; one writes its key into the tree base64-encoded and split into
+/// pieces. Neither reaches root, and no form of the key reaches a saved patch or log.
+#[test]
+fn an_agent_cannot_run_code_as_root_or_smuggle_its_key_out() {
+    if !docker_available("an_agent_cannot_run_code_as_root") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "agent-task", SLOW, FAST, "");
+    let agents = tmp.path().join("agents.toml");
+    write(
+        &agents,
+        "[agent.monitor]\n\
+         command = \"\"\"\n\
+         printf 'def work(n):\\n    return (n - 1) * n * (2 * n - 1) // 6\\n' > mod.py\n\
+         git config core.fsmonitor 'id -u > /testbed/pwned-by-uid-$(id -u); false' 2>/dev/null \
+         || printf '[core]\\n\\tfsmonitor = id -u > /testbed/pwned-by-fsmonitor\\n' >> .git/config 2>/dev/null || true\n\
+         \"\"\"\n\
+         time_limit = 60\n\
+         [agent.leaky]\n\
+         command = \"\"\"\n\
+         printf 'def work(n):\\n    return (n - 1) * n * (2 * n - 1) // 6\\n' > mod.py\n\
+         printf '%s' \"$ANTHROPIC_API_KEY\" | base64 > note.txt\n\
+         printf 'K = \"%s\" \\\\\\n    \"%s\"\\n' $(printf '%s' \"$ANTHROPIC_API_KEY\" | cut -c1-9) $(printf '%s' \"$ANTHROPIC_API_KEY\" | cut -c10-) > key.py\n\
+         echo \"my key, encoded: $(printf '%s' \"$ANTHROPIC_API_KEY\" | od -An -tx1 | tr -d ' \\n')\"\n\
+         \"\"\"\n\
+         env = [\"ANTHROPIC_API_KEY\"]\n\
+         time_limit = 60\n",
+    );
+    let out = tmp.path().join("out");
+    let agent_run = |name: &str| {
+        run(harness()
+            .args(["agent", "run", "--agent", name])
+            .arg("--agents")
+            .arg(&agents)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&out)
+            .env("ANTHROPIC_API_KEY", SECRET))
+    };
+
+    let o = agent_run("monitor");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let preds = std::fs::read_to_string(out.join("agents/monitor.predictions.jsonl")).unwrap();
+    assert!(
+        preds.contains("(n - 1) * n"),
+        "the agent's change is its patch: {preds}"
+    );
+    assert!(
+        !preds.contains("pwned"),
+        "the agent's file-system monitor ran during the diff: {preds}"
+    );
+
+    let o = agent_run("leaky");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("ANTHROPIC_API_KEY") && stderr.contains("not saved"),
+        "the patch holding the key is refused: {stderr}"
+    );
+    let b64 = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s' {SECRET} | base64"))
+        .output()
+        .unwrap();
+    let b64 = String::from_utf8_lossy(&b64.stdout).trim().to_string();
+    let hex: String = SECRET.bytes().map(|b| format!("{b:02x}")).collect();
+    for form in [SECRET, b64.as_str(), hex.as_str(), &SECRET[9..]] {
+        assert!(
+            files_containing(&out, form).is_empty(),
+            "{form:?} in {:?}",
+            files_containing(&out, form)
+        );
+    }
+    assert!(containers_of_run("agent-leaky").is_empty());
+    assert!(containers_of_run("agent-monitor").is_empty());
+}

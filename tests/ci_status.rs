@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{harness, run};
-use harness::metrics::{OptStats, Thresholds};
-use harness::results::{
+use harness::core::metrics::{OptStats, Thresholds};
+use harness::core::results::{
     ExpectedSample, PhaseSeconds, RunDir, RunInfo, SampleReport, Status, write_json,
 };
-use harness::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
-use harness::stats::{Decision, Interval, SpeedupIntervals};
+use harness::core::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
+use harness::core::stats::{Decision, Interval, SpeedupIntervals};
 
 const MODEL: &str = "ci-model";
 const K: usize = 3;
@@ -65,6 +65,7 @@ fn sample(id: &str, sample: usize, status: Status, detail: &str) -> SampleReport
         opt_stats: None,
         intervals: None,
         bench_means: vec![],
+        gso_times: None,
         measured_rounds: 0,
         shared_with: None,
         energy: None,
@@ -78,6 +79,7 @@ fn sample(id: &str, sample: usize, status: Status, detail: &str) -> SampleReport
         },
         harness_version: "0".into(),
         finished_at: "2026-01-01T00:00:00Z".into(),
+        warnings: Vec::new(),
     }
 }
 
@@ -174,13 +176,8 @@ fn write_run(root: &Path) -> RunDir {
             .map(|s| s.to_string())
             .collect(),
         predictions: vec![],
-        criterion: "strict".into(),
-        thresholds: Thresholds::default(),
+        settings: Default::default(),
         decision_rule: rule(),
-        min_rounds: None,
-        max_rounds: None,
-        max_measure_seconds: None,
-        timeout_scale: 1.0,
         jobs: 1,
         cpu_plan: Default::default(),
         fingerprint: Default::default(),
@@ -192,9 +189,9 @@ fn write_run(root: &Path) -> RunDir {
         samples: Some(expected),
         interrupted: None,
         regradings: vec![],
-        replicas: None,
         partition: None,
         merged_from: vec![],
+        hacked: None,
     };
     write_json(&run.run_json(), &info).unwrap();
     save(&run, &measured("alpha", 0, 3.0, 1.5, true));

@@ -371,7 +371,7 @@ fn containers_removed_from_outside_are_errors_and_the_rerun_completes() {
     let report = read_json(&results.join("outside/test-model.outside.report.json"));
     assert_eq!(report["complete"], false);
     assert_eq!(
-        report["instance_sets"]["not_run_ids"],
+        report["harness"]["instance_sets"]["not_run_ids"],
         serde_json::json!(["victim"])
     );
     assert!(containers_of_run("outside").is_empty());

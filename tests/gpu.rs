@@ -7,9 +7,9 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
-use harness::docker::Engine;
-use harness::docker::container::{GpuRequest, Sandbox, SandboxSpec};
-use harness::task::Resources;
+use harness::core::task::Resources;
+use harness::sandbox::docker::Engine;
+use harness::sandbox::docker::container::{GpuRequest, Sandbox, SandboxSpec};
 
 #[tokio::test]
 async fn containers_carry_a_device_request_with_exactly_the_assigned_ids() {
@@ -27,6 +27,7 @@ async fn containers_carry_a_device_request_with_exactly_the_assigned_ids() {
             pids: 64,
             network: false,
             gpus: 2,
+            disk_bytes: 1 << 30,
         },
         cpuset: None,
         gpu_ids: vec!["0".into(), "2".into()],

@@ -1,5 +1,6 @@
-//! The hostile catalogue (tasks/_predictions/hostile.jsonl) against the real daemon: every
-//! row gets the outcome tasks/_predictions/HOSTILE.md gives it, Opt@K of `hostile` is 0,
+//! The hostile catalogue (tasks/_predictions/hostile.jsonl on tasks/_hostile) against the real
+//! daemon: every row gets the outcome tasks/_predictions/HOSTILE.md gives it, Opt@K of
+//! `hostile` is 0,
 //! the harness's memory stays bounded, no container is left and no file appears outside
 //! the containers.
 
@@ -19,11 +20,13 @@ struct Row {
     detail: String,
 }
 
-/// The table of HOSTILE.md, row by row.
+/// The table of HOSTILE.md (the first one, under its `| instance_id` header), row by row.
 fn expected() -> Vec<Row> {
     let text = std::fs::read_to_string(repo_root().join("tasks/_predictions/HOSTILE.md")).unwrap();
     text.lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| instance_id"))
+        .skip_while(|l| !l.starts_with("| instance_id"))
+        .skip(2)
+        .take_while(|l| l.starts_with("| "))
         .map(|l| {
             let cells: Vec<String> = l
                 .trim_matches('|')
@@ -60,9 +63,11 @@ fn hostile_catalogue_gets_its_expected_outcomes_and_scores_zero() {
         return;
     }
     let rows = expected();
+    let jsonl =
+        std::fs::read_to_string(repo_root().join("tasks/_predictions/hostile.jsonl")).unwrap();
     assert_eq!(
         rows.len(),
-        27,
+        jsonl.lines().count(),
         "HOSTILE.md lists every row of hostile.jsonl"
     );
     let tmp = tempfile::tempdir().unwrap();
@@ -89,10 +94,12 @@ fn hostile_catalogue_gets_its_expected_outcomes_and_scores_zero() {
         "opt-at-k",
         "--model",
         "hostile",
+        "--dataset",
+        "tasks/_hostile",
         "--predictions",
         "tasks/_predictions/hostile.jsonl",
         "--k",
-        "9",
+        "13",
         "--timeout-scale",
         "0.25",
         "--run-id",
@@ -142,7 +149,7 @@ fn hostile_catalogue_gets_its_expected_outcomes_and_scores_zero() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 
-    assert_eq!(summary["totals"]["score"], 0.0, "Opt@9 of hostile is 0");
+    assert_eq!(summary["totals"]["score"], 0.0, "Opt@13 of hostile is 0");
     assert_eq!(summary["totals"]["complete"], true);
     assert!(
         containers_of_run("hostile").is_empty(),
@@ -152,14 +159,21 @@ fn hostile_catalogue_gets_its_expected_outcomes_and_scores_zero() {
     for p in &absent_before {
         assert!(!p.exists(), "{} appeared on the host", p.display());
     }
-    // The background process of primes-sieve/7 was killed after each of its runs.
+    // The background process of primes-sieve/7 and the zombie-led burner of primes-sieve/9
+    // were killed after every one of their runs.
     let bench = read_json(&dir.join("primes-sieve/7/bench.json"));
-    assert!(
-        bench["runs"]
+    for variant in ["s7", "s9"] {
+        let runs: Vec<&serde_json::Value> = bench["runs"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r["variant"] == "s7" && r["lingering_killed"].as_u64().unwrap_or(0) > 0),
-        "lingering processes are recorded as killed"
-    );
+            .filter(|r| r["variant"] == variant)
+            .collect();
+        assert!(!runs.is_empty(), "{variant} was measured");
+        assert!(
+            runs.iter()
+                .all(|r| r["lingering_killed"].as_u64().unwrap_or(0) > 0),
+            "{variant}: what it left running is killed after every run"
+        );
+    }
 }

@@ -80,10 +80,10 @@ fn inconclusive_becomes_decided_when_the_budget_grows_and_benches_are_pinned() {
             .join("out/small-budget/test-model.small-budget.report.json"),
     );
     assert_eq!(
-        report["instance_sets"]["inconclusive_ids"],
+        report["harness"]["instance_sets"]["inconclusive_ids"],
         serde_json::json!(["budget"])
     );
-    assert_eq!(report["summary"]["inconclusive_samples"], 1);
+    assert_eq!(report["harness"]["summary"]["inconclusive_samples"], 1);
 
     // The same sample with room for more rounds: decided (a 3x patch, slower than human).
     // Meanwhile, the containers being measured are pinned to the plan's cores.

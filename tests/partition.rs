@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use harness::metrics::Thresholds;
-use harness::partition::PartitionInfo;
-use harness::results::{
+use harness::core::metrics::Thresholds;
+use harness::core::partition::PartitionInfo;
+use harness::core::results::{
     ExpectedSample, InputFile, PhaseSeconds, RunDir, RunInfo, SampleReport, Status, write_json,
 };
-use harness::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
-use harness::stats::Decision;
+use harness::core::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
+use harness::core::stats::Decision;
 
 /// Two tasks whose samples have verdicts noise cannot flip (tasks/_predictions/EXPECTED.md):
 /// a failing test, an empty patch, a patch that does not apply, a rejected patch, and two
@@ -306,6 +306,7 @@ fn sample(id: &str, n: usize, status: Status, fingerprint: &str) -> SampleReport
         opt_stats: None,
         intervals: None,
         bench_means: vec![],
+        gso_times: None,
         measured_rounds: 0,
         shared_with: None,
         energy: None,
@@ -313,6 +314,7 @@ fn sample(id: &str, n: usize, status: Status, fingerprint: &str) -> SampleReport
         seconds: PhaseSeconds::default(),
         harness_version: "0".into(),
         finished_at: "2026-01-01T00:00:00Z".into(),
+        warnings: Vec::new(),
     }
 }
 
@@ -327,7 +329,7 @@ fn fake_part(
     missing: Option<&str>,
 ) -> PathBuf {
     let run = RunDir::new(root, name);
-    let fingerprint = harness::fingerprint::Fingerprint {
+    let fingerprint = harness::core::fingerprint::Fingerprint {
         cpu_model: "Test CPU".into(),
         cores: 8,
         ..Default::default()
@@ -366,13 +368,8 @@ fn fake_part(
             path: "p.jsonl".into(),
             sha256: "p-sha".into(),
         }],
-        criterion: "strict".into(),
-        thresholds: Thresholds::default(),
+        settings: Default::default(),
         decision_rule: rule(),
-        min_rounds: None,
-        max_rounds: None,
-        max_measure_seconds: None,
-        timeout_scale: 1.0,
         jobs: 1,
         cpu_plan: Default::default(),
         fingerprint,
@@ -384,7 +381,6 @@ fn fake_part(
         samples: Some(expected),
         interrupted: None,
         regradings: vec![],
-        replicas: None,
         partition: Some(PartitionInfo {
             index,
             count,
@@ -393,6 +389,7 @@ fn fake_part(
             task_digests: ids.iter().map(|id| format!("{id}=d-{id}")).collect(),
         }),
         merged_from: vec![],
+        hacked: None,
     };
     write_json(&run.run_json(), &info).unwrap();
     run.root
@@ -446,7 +443,7 @@ fn fake_partitions_merge_and_an_incomplete_part_makes_an_incomplete_run() {
     let gso = read_json(&out.join("m.merged.report.json"));
     assert_eq!(gso["complete"], false);
     assert_eq!(
-        gso["instance_sets"]["not_run_ids"],
+        gso["harness"]["instance_sets"]["not_run_ids"],
         serde_json::json!(["beta"])
     );
     assert!(out.join("m/alpha/1/report.json").is_file());
@@ -542,7 +539,11 @@ fn merge_refuses_what_is_not_one_whole_run() {
             |v| v["decision_rule"]["seed"] = 7.into(),
             "decision rule",
         ),
-        ("b-scale", |v| v["timeout_scale"] = 2.0.into(), "settings"),
+        (
+            "b-scale",
+            |v| v["settings"]["timeout_scale"] = 2.0.into(),
+            "settings",
+        ),
         (
             "b-count",
             |v| v["partition"]["count"] = 3.into(),

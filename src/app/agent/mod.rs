@@ -1,0 +1,400 @@
+//! Agents run by the harness (PRODUCT.md 8b): an agent named in `agents.toml` runs inside a
+//! fresh container of a task's image, at `/testbed`, as the sandbox user; the diff of the
+//! tree after it finished is its patch, saved as a predictions row.
+//!
+//! Secrets: the variables an agent needs are read from the harness's environment when the
+//! agent starts and given to that one process (the exec's environment). They are never in
+//! an image, a container's configuration, a log, a report or a predictions file: logs are
+//! saved with every secret value replaced by `***` (as is, in base64 at any alignment, hex,
+//! URL-encoded or reversed), and a patch that contains a secret value in any of those forms,
+//! or split by quotes, `+`, spaces or line breaks, is refused rather than saved. An agent
+//! that encrypts its secret first can still smuggle it out: the harness catches encodings,
+//! not intent.
+//!
+//! The diff: once the agent is done and every process of its user is killed, root diffs the
+//! tree against a copy of base's git repository made before the agent started, in a folder
+//! only root can read, with no configuration, hook or file-system monitor of the agent's:
+//! nothing the agent wrote into `/testbed/.git` runs as root.
+
+mod run;
+mod secrets;
+
+pub use run::run_once;
+pub use secrets::{redact, secret_forms, secret_in, secrets};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use crate::core::task::Task;
+use crate::sandbox::docker::Engine;
+
+/// One agent, as `agents.toml` names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agent {
+    pub name: String,
+    /// A shell command line, run by `/bin/sh -c` in `/testbed` as the sandbox user.
+    pub command: String,
+    /// A script on the host copied into the container as `/opt/agent/run` (root-owned,
+    /// executable) before the command runs; relative to agents.toml.
+    pub script: Option<PathBuf>,
+    /// Commands run as root before the agent (e.g. installing it), with the agent's network.
+    pub setup: Vec<String>,
+    /// Names of environment variables passed from the host at run time.
+    pub env: Vec<String>,
+    pub network: bool,
+    pub time_limit: Duration,
+    pub cpus: Option<f64>,
+    pub memory_bytes: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgents {
+    #[serde(default)]
+    agent: BTreeMap<String, RawAgent>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    command: String,
+    script: Option<String>,
+    #[serde(default)]
+    setup: Vec<String>,
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default)]
+    network: bool,
+    time_limit: Option<f64>,
+    cpus: Option<f64>,
+    memory: Option<String>,
+}
+
+/// Agents by name, from an `agents.toml`.
+pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let raw: RawAgents =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut out = BTreeMap::new();
+    for (name, a) in raw.agent {
+        let at = |field: &str| format!("{}: agent.{name}.{field}", path.display());
+        if a.command.trim().is_empty() {
+            bail!("{}: is empty", at("command"));
+        }
+        for v in &a.env {
+            if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                bail!("{}: {v:?} is not a variable name", at("env"));
+            }
+        }
+        let time_limit = a.time_limit.unwrap_or(1800.0);
+        if !(time_limit.is_finite() && time_limit > 0.0) {
+            bail!(
+                "{}: {time_limit} is not a number of seconds above 0",
+                at("time_limit")
+            );
+        }
+        if let Some(c) = a.cpus
+            && !(c.is_finite() && c > 0.0)
+        {
+            bail!("{}: {c} is not a positive number", at("cpus"));
+        }
+        let memory_bytes = match &a.memory {
+            None => None,
+            Some(m) => Some(
+                crate::core::task::parse_memory(m)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at("memory")))?,
+            ),
+        };
+        out.insert(
+            name.clone(),
+            Agent {
+                name,
+                command: a.command,
+                script: a.script.map(|s| dir.join(s)),
+                setup: a.setup,
+                env: a.env,
+                network: a.network,
+                time_limit: Duration::from_secs_f64(time_limit),
+                cpus: a.cpus,
+                memory_bytes,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// What the agent is told: the task, the commands that must get faster, what must keep
+/// passing and what it may not touch. In `/opt/agent/task.md` and `$HARNESS_TASK_FILE`.
+pub fn prompt(task: &Task) -> String {
+    let mut p = format!(
+        "# Make this code faster\n\nRepository: /testbed (a git repository; your changes are \
+         taken as the diff of its tree).\n\n{}\n\nMake these benchmark commands run faster, \
+         without changing what they print:\n",
+        task.description
+    );
+    for b in &task.benches {
+        p.push_str(&format!("- `{}`\n", b.command));
+    }
+    p.push_str(&format!(
+        "\nThis test must keep passing: `{}`\n\nDo not edit the benchmark or test files, or \
+         any of these: {}.\n",
+        task.test_command,
+        task.protected.join(", ")
+    ));
+    p
+}
+
+/// The result of one agent run on one task.
+#[derive(Debug, Clone)]
+pub struct AgentRun {
+    pub instance_id: String,
+    pub sample: usize,
+    /// The diff of the tree after the agent (empty when it changed nothing).
+    pub patch: String,
+    pub exit_code: Option<i64>,
+    pub timed_out: bool,
+    pub seconds: f64,
+    /// Where the (redacted) log went.
+    pub log_path: PathBuf,
+}
+
+/// The predictions rows of `runs`, one JSON object a line, sorted by instance and sample.
+pub fn predictions_jsonl(agent: &str, runs: &[AgentRun]) -> String {
+    let mut rows: Vec<&AgentRun> = runs.iter().collect();
+    rows.sort_by(|a, b| (&a.instance_id, a.sample).cmp(&(&b.instance_id, b.sample)));
+    rows.iter()
+        .map(|r| {
+            serde_json::json!({
+                "instance_id": r.instance_id,
+                "model_name_or_path": agent,
+                "sample": r.sample,
+                "model_patch": r.patch,
+            })
+            .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+/// What `harness agent run` did.
+pub struct AgentBatch {
+    pub predictions: PathBuf,
+    pub runs: Vec<AgentRun>,
+    /// `instance/sample: why` for every run that gave no patch row.
+    pub failures: Vec<String>,
+}
+
+/// Runs `agent` `samples` times on every task (images made when missing) and writes the
+/// predictions file (`out`): one row per run that produced a diff (an empty diff is an
+/// empty patch).
+pub async fn run_batch(
+    engine: &Engine,
+    agent: &Agent,
+    tasks: &[&Task],
+    samples: usize,
+    results_dir: &Path,
+    out: &Path,
+    events: &crate::core::events::Events,
+) -> Result<AgentBatch> {
+    secrets(agent)?;
+    crate::sandbox::docker::image::ensure_base_images(engine, tasks, events).await?;
+    let say = |m: String| crate::core::events::emit(events, crate::core::events::Event::Info(m));
+    let cache = results_dir.join(".cache");
+    let mut runs: Vec<AgentRun> = Vec::new();
+    let mut failures = Vec::new();
+    for task in tasks {
+        let material = match crate::sandbox::source::materialize(task, &cache) {
+            Ok(m) => m,
+            Err(e) => {
+                failures.push(format!("{}: {e:#}", task.id));
+                continue;
+            }
+        };
+        let image = match crate::sandbox::docker::image::ensure_task_image(
+            engine,
+            task,
+            &material,
+            &results_dir
+                .join("images")
+                .join(format!("{}.build.log", task.id)),
+            false,
+            None,
+        )
+        .await
+        {
+            Ok(img) => img.tag,
+            Err(e) => {
+                failures.push(format!("{}: {e:#}", task.id));
+                continue;
+            }
+        };
+        for sample in 0..samples {
+            let log = results_dir
+                .join("agents")
+                .join(crate::core::results::model_slug(&agent.name))
+                .join(&task.id)
+                .join(format!("{sample}.log"));
+            say(format!(
+                "agent {} on {}/{sample}: running",
+                agent.name, task.id
+            ));
+            match run_once(engine, agent, task, &image, sample, &log).await {
+                Ok(r) => {
+                    say(format!(
+                        "agent {} on {}/{sample}: {} in {:.1} s, patch of {} bytes (log {})",
+                        agent.name,
+                        task.id,
+                        if r.timed_out {
+                            "stopped at the time limit".to_string()
+                        } else {
+                            match r.exit_code {
+                                Some(c) => format!("exit {c}"),
+                                None => "no exit code".to_string(),
+                            }
+                        },
+                        r.seconds,
+                        r.patch.len(),
+                        r.log_path.display()
+                    ));
+                    if r.timed_out {
+                        failures.push(format!("{}/{sample}: stopped at the time limit", task.id));
+                    }
+                    runs.push(r);
+                }
+                Err(e) => failures.push(format!("{}/{sample}: {e:#}", task.id)),
+            }
+        }
+    }
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+    }
+    crate::core::results::write_atomic(out, predictions_jsonl(&agent.name, &runs).as_bytes())?;
+    Ok(AgentBatch {
+        predictions: out.to_path_buf(),
+        runs,
+        failures,
+    })
+}
+
+/// Where agents' patches are saved: `<results>/agents/<agent>.predictions.jsonl`.
+pub fn saved_patches(results_dir: &Path, agent: &str) -> PathBuf {
+    results_dir.join("agents").join(format!(
+        "{}.predictions.jsonl",
+        crate::core::results::model_slug(agent)
+    ))
+}
+
+/// Whether `path` is a predictions file with a row of `model` for `instance`.
+pub fn has_row(path: &Path, model: &str, instance: &str) -> bool {
+    path.is_file()
+        && crate::core::predictions::load(
+            &[path.to_path_buf()],
+            &crate::core::predictions::LoadOptions {
+                model: model.to_string(),
+                max_patch_bytes: crate::core::patch::MAX_PATCH_BYTES,
+            },
+        )
+        .is_ok_and(|p| p.by_instance.contains_key(instance))
+}
+
+/// What `harness agent run` is asked.
+pub struct AgentRunOptions {
+    /// The agent's name in agents.toml.
+    pub agent: String,
+    pub agents: PathBuf,
+    pub dataset: PathBuf,
+    pub instance_ids: Vec<String>,
+    /// Runs per task (sample 0..N-1).
+    pub samples: usize,
+    pub results_dir: PathBuf,
+    /// The predictions file to write (None: where `harness local --agent` finds it).
+    pub out: Option<PathBuf>,
+}
+
+/// The agent named `name` in the agents file, or an error listing the names there.
+pub fn named(agents_file: &Path, name: &str) -> Result<Agent> {
+    let agents = load(agents_file)?;
+    agents.get(name).cloned().with_context(|| {
+        format!(
+            "{}: no agent named {name:?} (agents there: {})",
+            agents_file.display(),
+            agents.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// `harness agent run`: the agent on every selected task, its patches saved as predictions.
+pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosity) -> Result<i32> {
+    let agent = named(&o.agents, &o.agent)?;
+    if o.samples == 0 {
+        bail!("--samples: must be at least 1");
+    }
+    let dataset = crate::core::dataset::Dataset::load(&o.dataset)?;
+    let (tasks, warnings) = dataset.select(&o.instance_ids)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| saved_patches(&o.results_dir, &o.agent));
+    let engine = Engine::connect().await?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let reporter = crate::app::reporter::spawn_reporter(verbosity, rx);
+    let batch = run_batch(
+        &engine,
+        &agent,
+        &tasks,
+        o.samples,
+        &o.results_dir,
+        &out,
+        &tx,
+    )
+    .await;
+    drop(tx);
+    let _ = reporter.await;
+    let batch = batch?;
+    println!(
+        "{} patch(es) of {} written to {}",
+        batch.runs.len(),
+        o.agent,
+        batch.predictions.display()
+    );
+    for f in &batch.failures {
+        eprintln!("no patch: {f}");
+    }
+    Ok(if batch.failures.is_empty() { 0 } else { 1 })
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents_toml_is_checked_field_by_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("agents.toml");
+        std::fs::write(
+            &p,
+            "[agent.a]\ncommand = \"run\"\nscript = \"a.sh\"\nenv = [\"KEY_1\"]\nnetwork = true\ntime_limit = 60\nmemory = \"2g\"\n",
+        )
+        .unwrap();
+        let a = &load(&p).unwrap()["a"];
+        assert_eq!(a.script.as_deref(), Some(dir.path().join("a.sh").as_path()));
+        assert_eq!(a.env, ["KEY_1"]);
+        assert!(a.network);
+        assert_eq!(a.time_limit, Duration::from_secs(60));
+        assert_eq!(a.memory_bytes, Some(2 << 30));
+        std::fs::write(&p, "[agent.b]\ncommand = \"run\"\nenv = [\"A-B\"]\n").unwrap();
+        let e = load(&p).unwrap_err().to_string();
+        assert!(e.contains("agent.b.env") && e.contains("A-B"), "{e}");
+        std::fs::write(&p, "[agent.c]\ncommand = \"run\"\ncomand = 1\n").unwrap();
+        assert!(load(&p).unwrap_err().to_string().contains("comand"));
+    }
+}

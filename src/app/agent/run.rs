@@ -1,0 +1,243 @@
+//! One agent run on one task: a fresh container of the task's image, the agent as the
+//! sandbox user, its diff taken by root.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use super::secrets::{redact, secret_in, secrets};
+use super::{Agent, AgentRun, prompt};
+use crate::core::task::Task;
+use crate::sandbox::docker::container::{Sandbox, SandboxSpec};
+use crate::sandbox::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
+
+/// Runs `agent` once on `task` in a fresh container of `image`; the log goes (redacted) to
+/// `log_path`. The container is removed on every path.
+pub async fn run_once(
+    engine: &Engine,
+    agent: &Agent,
+    task: &Task,
+    image: &str,
+    sample: usize,
+    log_path: &Path,
+) -> Result<AgentRun> {
+    let secrets = secrets(agent)?;
+    let mut resources = task.resources.clone();
+    resources.network = agent.network;
+    if let Some(c) = agent.cpus {
+        resources.cpus = c;
+    }
+    if let Some(m) = agent.memory_bytes {
+        resources.memory_bytes = m;
+    }
+    let mut labels = HashMap::new();
+    labels.insert(LABEL_RUN.to_string(), format!("agent-{}", agent.name));
+    labels.insert(LABEL_INSTANCE.to_string(), task.id.clone());
+    labels.insert(LABEL_VARIANT.to_string(), format!("agent-s{sample}"));
+    let spec = SandboxSpec {
+        image: image.to_string(),
+        name_hint: format!("agent-{}-{}", agent.name, task.id),
+        labels,
+        resources,
+        cpuset: None,
+        gpu_ids: Vec::new(),
+    };
+    let sandbox = Sandbox::start(engine, &spec).await?;
+    let result = drive(&sandbox, agent, task, sample, &secrets, log_path).await;
+    let removed = sandbox.remove().await;
+    let run = result?;
+    removed?;
+    Ok(run)
+}
+
+/// Before the agent: its task file and script in the container, its setup commands (as
+/// root), and root's own copy of base's repository, which the diff is made with.
+async fn set_up(
+    sandbox: &Sandbox,
+    agent: &Agent,
+    task: &Task,
+    secrets: &[(String, String)],
+    log_path: &Path,
+    log: &mut String,
+) -> Result<()> {
+    let prompt = prompt(task);
+    let mut files: Vec<(&str, Vec<u8>, u32)> =
+        vec![("opt/agent/task.md", prompt.into_bytes(), 0o644)];
+    if let Some(script) = &agent.script {
+        let bytes = std::fs::read(script).with_context(|| {
+            format!(
+                "agent {}: script {}: cannot read",
+                agent.name,
+                script.display()
+            )
+        })?;
+        files.push(("opt/agent/run", bytes, 0o755));
+    }
+    let refs: Vec<(&str, &[u8], u32)> = files
+        .iter()
+        .map(|(p, b, m)| (*p, b.as_slice(), *m))
+        .collect();
+    sandbox.upload("/", &refs).await?;
+    for cmd in &agent.setup {
+        let out = sandbox
+            .sh(&format!("cd /testbed && {cmd}"), agent.time_limit, 1 << 20)
+            .await?;
+        log.push_str(&format!("$ {cmd}  (setup, as root)\n{}\n", out.output));
+        if !out.success() {
+            write_log(log_path, &redact(log, secrets))?;
+            bail!(
+                "agent {}: setup command failed ({}): {cmd}",
+                agent.name,
+                if out.timed_out {
+                    "time limit".to_string()
+                } else {
+                    format!("exit {:?}", out.exit_code)
+                }
+            );
+        }
+    }
+    // Base's repository, as root's own copy the agent cannot reach: the diff is made with it.
+    let copied = sandbox
+        .sh(
+            &format!(
+                "rm -rf {AGENT_GIT} && mkdir -m 700 {AGENT_GIT} && cp -a /testbed/.git/. {AGENT_GIT}/ \
+                 && chown -R 0:0 {AGENT_GIT} && chmod -R go-rwx {AGENT_GIT}"
+            ),
+            Duration::from_secs(300),
+            64 * 1024,
+        )
+        .await?;
+    if !copied.success() {
+        bail!(
+            "agent {}: cannot keep a copy of base's repository: {}",
+            agent.name,
+            copied.output
+        );
+    }
+    Ok(())
+}
+
+async fn drive(
+    sandbox: &Sandbox,
+    agent: &Agent,
+    task: &Task,
+    sample: usize,
+    secrets: &[(String, String)],
+    log_path: &Path,
+) -> Result<AgentRun> {
+    let started = std::time::Instant::now();
+    let mut log = String::new();
+    set_up(sandbox, agent, task, secrets, log_path, &mut log).await?;
+    let mut env: Vec<String> = vec![
+        format!("HOME={}", crate::sandbox::protect::RUN_HOME),
+        "HARNESS_TASK_FILE=/opt/agent/task.md".into(),
+        format!("HARNESS_INSTANCE_ID={}", task.id),
+        format!("HARNESS_SAMPLE={sample}"),
+    ];
+    env.extend(secrets.iter().map(|(k, v)| format!("{k}={v}")));
+    let argv = vec![
+        "/bin/sh".to_string(),
+        "-c".to_string(),
+        agent.command.clone(),
+    ];
+    let out = sandbox
+        .exec_as(
+            &argv,
+            crate::sandbox::protect::RUN_AS,
+            &env,
+            agent.time_limit,
+            4 << 20,
+        )
+        .await?;
+    log.push_str(&format!(
+        "$ {}  (as {}, {:.1} s, {})\n{}\n",
+        agent.command,
+        crate::sandbox::protect::RUN_USER,
+        out.elapsed.as_secs_f64(),
+        if out.timed_out {
+            format!(
+                "stopped at the time limit of {:.0} s",
+                agent.time_limit.as_secs_f64()
+            )
+        } else {
+            format!("exit {:?}", out.exit_code)
+        },
+        out.output
+    ));
+    // The container is killed at the time limit; what the agent had changed by then is
+    // still its patch only when the container is alive to diff it.
+    let patch = if out.timed_out {
+        String::new()
+    } else {
+        let diff = sandbox
+            .sh(
+                &diff_script(),
+                Duration::from_secs(120),
+                crate::core::patch::MAX_PATCH_BYTES + 1,
+            )
+            .await?;
+        if diff.output.len() > crate::core::patch::MAX_PATCH_BYTES {
+            write_log(log_path, &redact(&log, secrets))?;
+            bail!(
+                "agent {}: its patch is over {} bytes",
+                agent.name,
+                crate::core::patch::MAX_PATCH_BYTES
+            );
+        }
+        if !diff.success() {
+            write_log(log_path, &redact(&log, secrets))?;
+            bail!(
+                "agent {}: cannot diff the tree after it: {}",
+                agent.name,
+                diff.output
+            );
+        }
+        diff.output
+    };
+    write_log(log_path, &redact(&log, secrets))?;
+    if let Some(name) = secret_in(&patch, secrets) {
+        bail!(
+            "agent {} wrote the value of {name} into its patch for {}: the patch is not saved",
+            agent.name,
+            task.id
+        );
+    }
+    Ok(AgentRun {
+        instance_id: task.id.clone(),
+        sample,
+        patch,
+        exit_code: out.exit_code,
+        timed_out: out.timed_out,
+        seconds: started.elapsed().as_secs_f64(),
+        log_path: log_path.to_path_buf(),
+    })
+}
+
+/// Root's copy of base's git repository in an agent's container.
+const AGENT_GIT: &str = "/opt/agent-base.git";
+
+/// The diff of the tree after the agent, made by root: every process of the agent's user
+/// killed first (nothing changes the tree while it is read), then git with root's copy of
+/// base's repository, no configuration but its own and none of the agent's hooks,
+/// file-system monitor or external diff.
+fn diff_script() -> String {
+    format!(
+        "python3 -I -S -c 'import sys; sys.path.insert(0, \"/opt/harness-build\"); import guard; guard.kill_user({uid}, {gid})' && \
+         export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/nonexistent && \
+         G=\"git --git-dir={AGENT_GIT} --work-tree=/testbed -c core.fsmonitor=false -c core.hooksPath=/dev/null \
+         -c core.untrackedCache=false -c safe.directory=*\" && cd /testbed && \
+         $G add -A >/dev/null 2>&1 && $G diff --cached --binary --no-color --no-ext-diff --no-textconv harness-base 2>/dev/null",
+        uid = crate::sandbox::protect::RUN_UID,
+        gid = crate::sandbox::protect::RUN_GID,
+    )
+}
+
+fn write_log(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+    }
+    crate::core::results::write_atomic(path, text.as_bytes())
+}

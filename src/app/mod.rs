@@ -1,0 +1,17 @@
+//! The commands: one module each, over the core and the sandbox, and what they share (the
+//! run plan, the progress reporter, the reports and CI outputs).
+
+pub mod agent;
+pub mod batch;
+pub mod build;
+pub mod ci;
+pub mod doctor;
+pub mod images;
+pub mod local;
+pub mod merge;
+pub mod opt_at_k;
+pub mod plan;
+pub mod report;
+pub mod reporter;
+pub mod status;
+pub mod tasks;

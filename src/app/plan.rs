@@ -1,0 +1,151 @@
+//! Raw flags turned into a validated plan before any work starts.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use crate::core::events::Verbosity;
+use crate::core::results::sanitize;
+pub use crate::core::rule::Criterion;
+use crate::core::rule::DecisionRule;
+pub use crate::core::settings::{Budget, Settings};
+
+/// Everything `opt-at-k` needs, checked.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub model: String,
+    pub predictions: Vec<PathBuf>,
+    pub k: usize,
+    pub dataset: PathBuf,
+    pub results_root: PathBuf,
+    pub run_id: String,
+    pub instance_ids: Vec<String>,
+    pub jobs: usize,
+    /// The rule and budget as given (what run.json and the result key record).
+    pub settings: Settings,
+    /// How verdicts are reached (criterion, thresholds, seed, estimator), from `settings`.
+    pub rule: DecisionRule,
+    /// What every task's measurement may spend, over the task's own settings.
+    pub budget: Budget,
+    pub verbosity: Verbosity,
+    pub json: bool,
+    /// GPU devices, `--skip-gpu`, the NVML library and the telemetry rate.
+    pub gpu: crate::sandbox::gpu::GpuOptions,
+    /// The command line, for run.json.
+    pub command: Vec<String>,
+    /// `--partition I/N`: only this part of the selected tasks.
+    pub partition: Option<crate::core::partition::Partition>,
+    /// `--hacked-ids FILE`, read.
+    pub hacked: Option<crate::core::gso::HackedIds>,
+}
+
+/// The flags as given.
+#[derive(Debug, Clone)]
+pub struct RawRunOptions {
+    pub model: String,
+    pub predictions: Vec<PathBuf>,
+    pub k: usize,
+    pub dataset: PathBuf,
+    pub results_root: PathBuf,
+    pub run_id: Option<String>,
+    pub instance_ids: Vec<String>,
+    pub jobs: Option<usize>,
+    pub settings: Settings,
+    pub verbosity: Verbosity,
+    pub json: bool,
+    pub gpu: crate::sandbox::gpu::GpuOptions,
+    /// `--partition` as given ("I/N").
+    pub partition: Option<String>,
+    /// `--hacked-ids FILE`.
+    pub hacked_ids: Option<PathBuf>,
+}
+
+impl RunPlan {
+    pub fn resolve(raw: RawRunOptions) -> Result<RunPlan> {
+        if raw.model.trim().is_empty() {
+            bail!("--model: must not be empty");
+        }
+        if raw.k == 0 {
+            bail!("--k: must be at least 1");
+        }
+        if raw.predictions.is_empty() {
+            bail!("--predictions: at least one file is needed");
+        }
+        for p in &raw.predictions {
+            if !p.is_file() {
+                bail!("--predictions {}: no such file", p.display());
+            }
+        }
+        if !raw.dataset.is_dir() {
+            bail!("--dataset {}: not a folder", raw.dataset.display());
+        }
+        if let Some((key, why)) = raw.settings.problems().into_iter().next() {
+            bail!("--{}: {why}", key.replace('_', "-"));
+        }
+        if !(raw.gpu.telemetry_hz.is_finite()
+            && raw.gpu.telemetry_hz > 0.0
+            && raw.gpu.telemetry_hz <= 1000.0)
+        {
+            bail!(
+                "--telemetry-hz: {} is not a rate between 0 and 1000 samples per second",
+                raw.gpu.telemetry_hz
+            );
+        }
+        let partition = raw
+            .partition
+            .as_deref()
+            .map(crate::core::partition::Partition::parse)
+            .transpose()?;
+        let jobs = raw.jobs.unwrap_or(1);
+        if jobs == 0 {
+            bail!("--jobs: must be at least 1");
+        }
+        // The default run id is a function of the command, so repeating a command resumes it.
+        let run_id = match raw.run_id {
+            Some(id) => {
+                if id.is_empty() || sanitize(&id) != id {
+                    bail!("--run-id {id:?}: use only letters, digits, '.', '_' and '-'");
+                }
+                id
+            }
+            // Each part in its own folder, so parts run side by side on one machine.
+            None => match partition {
+                Some(p) => format!(
+                    "{}-k{}-part{}of{}",
+                    crate::core::results::model_slug(&raw.model),
+                    raw.k,
+                    p.index,
+                    p.count
+                ),
+                None => format!(
+                    "{}-k{}",
+                    crate::core::results::model_slug(&raw.model),
+                    raw.k
+                ),
+            },
+        };
+        Ok(RunPlan {
+            model: raw.model,
+            predictions: raw.predictions,
+            k: raw.k,
+            dataset: raw.dataset,
+            results_root: raw.results_root,
+            run_id,
+            instance_ids: raw.instance_ids,
+            jobs,
+            settings: raw.settings,
+            rule: raw.settings.rule(),
+            budget: raw.settings.budget(),
+            verbosity: raw.verbosity,
+            json: raw.json,
+            gpu: raw.gpu,
+            command: std::env::args().collect(),
+            partition,
+            hacked: raw
+                .hacked_ids
+                .as_deref()
+                .map(crate::core::gso::load_hacked_ids)
+                .transpose()?,
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! `results.csv`: one row per sample, for spreadsheets.
+
+use super::{Exporter, Summary};
+use crate::core::results::names;
+
+/// `results.csv`.
+pub struct ResultsCsv;
+
+impl Exporter for ResultsCsv {
+    fn files(&self, summary: &Summary) -> anyhow::Result<Vec<super::ReportFile>> {
+        super::single(names::RESULTS_CSV, results_csv(summary).into_bytes())
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `results.csv`: one row per sample.
+pub fn results_csv(summary: &Summary) -> String {
+    let mut out = String::from(
+        "instance_id,sample,status,apply_strategy,opt_base,opt_commit,inconclusive,gm_speedup_patch_base,gm_ci_lo,gm_ci_hi,hm_speedup_patch_commit,hm_ci_lo,hm_ci_hi,base_mean,patch_mean,commit_mean,measured_rounds,energy_base_j,energy_patch_j,energy_base_over_patch,detail\n",
+    );
+    for inst in &summary.instances {
+        for s in &inst.samples {
+            let num = |f: fn(&crate::core::metrics::OptStats) -> f64| {
+                s.opt_stats
+                    .as_ref()
+                    .map(|st| format!("{}", f(st)))
+                    .unwrap_or_default()
+            };
+            let ci = |f: fn(&crate::core::stats::SpeedupIntervals) -> f64| {
+                s.intervals
+                    .as_ref()
+                    .map(|iv| format!("{}", f(iv)))
+                    .unwrap_or_default()
+            };
+            let energy = |f: fn(&crate::core::timings::EnergySummary) -> f64| {
+                s.energy
+                    .as_ref()
+                    .map(|e| format!("{}", f(e)))
+                    .unwrap_or_default()
+            };
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                csv_field(&inst.instance_id),
+                s.sample,
+                s.status,
+                csv_field(s.apply_strategy.as_deref().unwrap_or("")),
+                s.opt_base,
+                s.opt_commit,
+                s.inconclusive,
+                num(|x| x.gm_speedup_patch_base),
+                ci(|iv| iv.gm_speedup_patch_base.lo),
+                ci(|iv| iv.gm_speedup_patch_base.hi),
+                num(|x| x.hm_speedup_patch_commit),
+                ci(|iv| iv.hm_speedup_patch_commit.lo),
+                ci(|iv| iv.hm_speedup_patch_commit.hi),
+                num(|x| x.base_mean),
+                num(|x| x.patch_mean),
+                num(|x| x.commit_mean),
+                s.measured_rounds,
+                energy(|e| e.base_j),
+                energy(|e| e.patch_j),
+                energy(|e| e.base_over_patch),
+                csv_field(&s.detail)
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,135 @@
+//! `summary.md`: the run's tables for people.
+
+use super::text::*;
+use super::{Exporter, Summary};
+use crate::core::results::names;
+
+/// `summary.md`.
+pub struct SummaryMarkdown;
+
+impl Exporter for SummaryMarkdown {
+    fn files(&self, summary: &Summary) -> anyhow::Result<Vec<super::ReportFile>> {
+        super::single(names::SUMMARY_MD, summary_markdown(summary).into_bytes())
+    }
+}
+
+/// `summary.md`.
+pub fn summary_markdown(summary: &Summary) -> String {
+    let t = &summary.totals;
+    let info = &summary.info;
+    let mut out = format!(
+        "# {} — Opt@{} = {:.2}%{}\n\n",
+        info.model,
+        info.k,
+        t.score,
+        if t.complete { "" } else { " (partial)" }
+    );
+    out.push_str(&format!("{}\n\n", super::text::opt_p_line(summary)));
+    if let Some(line) = super::text::hack_line(summary) {
+        out.push_str(&format!("{line}\n\n"));
+    }
+    if let Some(line) = skipped_line(summary) {
+        out.push_str(&format!("{line}\n\n"));
+    }
+    if let Some(line) = partial_line(summary) {
+        out.push_str(&format!("**{line}**\n\n"));
+    }
+    out.push_str(&format!("{}\n\n", header_line(summary)));
+    let fp = &info.fingerprint;
+    let gpus = if fp.gpus.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", GPUs: {} (driver {})",
+            fp.gpus.join(", "),
+            fp.gpu_driver.as_deref().unwrap_or("unknown")
+        )
+    };
+    out.push_str(&format!(
+        "Dataset `{}` (digest `{}`), machine: {} ({} cores){gpus}, Docker {}, harness {} ({}).\n\n",
+        info.dataset,
+        &info.dataset_digest[..info.dataset_digest.len().min(16)],
+        fp.cpu_model,
+        fp.cores,
+        fp.docker_version,
+        info.harness_version,
+        fp.harness_commit
+    ));
+    out.push_str(&format!(
+        "Measurement budget overrides: min rounds {}, max rounds {}, max seconds {} (none: each task's own).\n\n",
+        info.settings.min_rounds.map(|v| v.to_string()).unwrap_or_else(|| "none".into()),
+        info.settings.max_rounds.map(|v| v.to_string()).unwrap_or_else(|| "none".into()),
+        info.settings.max_measure_seconds.map(|v| v.to_string()).unwrap_or_else(|| "none".into()),
+    ));
+    out.push_str(&format!(
+        "| k | pass@k | {:.0}% CI | opt@k | {:.0}% CI |\n|---|---|---|---|---|\n",
+        info.decision_rule.confidence * 100.0,
+        info.decision_rule.confidence * 100.0
+    ));
+    for (i, (p, o)) in t.pass_at_k.iter().zip(&t.opt_at_k).enumerate() {
+        out.push_str(&format!(
+            "| {} | {} |{} | {} |{} |\n",
+            i + 1,
+            pct(*p),
+            pct_ci(t.pass_at_k_ci.get(i)),
+            pct(*o),
+            pct_ci(t.opt_at_k_ci.get(i))
+        ));
+    }
+    out.push_str("\n## Instances (best of K)\n\n| instance | best status | opt_base | opt_commit |\n|---|---|---|---|\n");
+    for inst in &summary.instances {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            inst.instance_id,
+            inst.best_status
+                .map(|s| s.as_str())
+                .unwrap_or("not submitted"),
+            yes(inst.opt_base),
+            yes(inst.opt_commit)
+        ));
+    }
+    out.push_str("\n## Samples\n\n| ");
+    out.push_str(&HEADERS.join(" | "));
+    out.push_str(" | detail |\n|");
+    out.push_str(&"---|".repeat(HEADERS.len() + 1));
+    out.push('\n');
+    for inst in &summary.instances {
+        for s in &inst.samples {
+            let (gm, hm) = speedups(s);
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                inst.instance_id,
+                s.sample,
+                s.status,
+                s.apply_strategy.as_deref().unwrap_or("-"),
+                gm,
+                hm,
+                decision(s.decision_base),
+                decision(s.decision_commit),
+                s.detail.replace('|', "\\|").replace('\n', " ")
+            ));
+        }
+    }
+    let mut task_warnings: Vec<String> = Vec::new();
+    for inst in &summary.instances {
+        for w in inst.samples.iter().flat_map(|s| &s.warnings) {
+            let line = format!("{}: {}", inst.instance_id, w.replace('\n', " "));
+            if !task_warnings.contains(&line) {
+                task_warnings.push(line);
+            }
+        }
+    }
+    if !task_warnings.is_empty() {
+        out.push_str("\n## Task warnings\n\n");
+        for w in &task_warnings {
+            out.push_str(&format!("- {w}\n"));
+        }
+    }
+    if !info.warnings.is_empty() {
+        out.push_str("\n## Input warnings\n\n");
+        for w in &info.warnings {
+            out.push_str(&format!("- {}\n", w.replace('\n', " ")));
+        }
+    }
+    out
+}

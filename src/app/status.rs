@@ -1,0 +1,343 @@
+//! `harness status RUN_DIR`: what a run folder holds — done, failed, left — per model and
+//! task, read from run.json and the samples' report.json files. Nothing is run, no Docker.
+//!
+//! A sample counts with the same rule the reports use: only the samples of the run's current
+//! predictions (run.json `samples`), each only with a report.json whose `result_key` matches.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+
+use crate::core::results::{RunDir, Status};
+
+/// Where one expected sample stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleState {
+    /// A result with a model outcome (passed, test_failed, ..., empty_patch).
+    Done,
+    /// A result that is not the model's (`error` or `base_failed`): run again on resume.
+    Failed,
+    /// Not attempted on this host (a GPU task under `--skip-gpu`): run again on resume.
+    Skipped,
+    /// No report.json for the current prediction: not run yet, or its prediction changed.
+    Left,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SampleStatus {
+    pub sample: usize,
+    pub state: SampleState,
+    /// The saved status, when there is a result.
+    pub status: Option<String>,
+    /// The result's one-line reason (failed samples).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// Counts over some samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub expected: usize,
+    pub done: usize,
+    /// `error` plus `base_failed`.
+    pub failed: usize,
+    pub error: usize,
+    pub base_failed: usize,
+    pub skipped: usize,
+    pub left: usize,
+}
+
+impl Counts {
+    fn add(&mut self, s: &SampleStatus) {
+        self.expected += 1;
+        match s.state {
+            SampleState::Done => self.done += 1,
+            SampleState::Failed => {
+                self.failed += 1;
+                if s.status.as_deref() == Some(Status::Error.as_str()) {
+                    self.error += 1;
+                } else {
+                    self.base_failed += 1;
+                }
+            }
+            SampleState::Skipped => self.skipped += 1,
+            SampleState::Left => self.left += 1,
+        }
+    }
+
+    fn merge(&mut self, o: &Counts) {
+        self.expected += o.expected;
+        self.done += o.done;
+        self.failed += o.failed;
+        self.error += o.error;
+        self.base_failed += o.base_failed;
+        self.skipped += o.skipped;
+        self.left += o.left;
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceStatus {
+    pub instance_id: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub samples: Vec<SampleStatus>,
+}
+
+/// One run folder (one model).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunStatus {
+    pub run_dir: PathBuf,
+    pub run_id: String,
+    pub model: String,
+    pub k: usize,
+    pub totals: Counts,
+    /// Instances with every expected sample done or failed as `base_failed` (nothing left,
+    /// no `error`).
+    pub finished_instances: usize,
+    pub interrupted: Option<String>,
+    /// The reports' rule: every expected sample has a result that is not `error`, and the
+    /// run was not interrupted.
+    pub complete: bool,
+    /// run.json comes from an older harness build that did not list the expected samples:
+    /// the first K sample folders are taken as expected.
+    pub expected_unknown: bool,
+    pub instances: Vec<InstanceStatus>,
+}
+
+/// Reads one run folder.
+pub fn run_status(root: &Path) -> Result<RunStatus> {
+    let run = RunDir {
+        root: root.to_path_buf(),
+    };
+    let info = run.load_run_info()?;
+    let k = info.k;
+    let mut instances = Vec::new();
+    let mut totals = Counts::default();
+    for id in &info.instance_ids {
+        // (sample index, result key it must have: None for old run folders)
+        let expected: Vec<(usize, Option<&str>)> = match &info.samples {
+            Some(map) => map
+                .get(id)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+                .iter()
+                .filter(|e| e.sample < k)
+                .map(|e| (e.sample, Some(e.result_key.as_str())))
+                .collect(),
+            None => (0..k).map(|i| (i, None)).collect(),
+        };
+        let mut counts = Counts::default();
+        let mut samples = Vec::new();
+        for (sample, key) in expected {
+            let report = run
+                .load_sample(&info.model, id, sample)
+                .filter(|r| key.is_none_or(|k| r.result_key == k));
+            let s = match report {
+                None => SampleStatus {
+                    sample,
+                    state: SampleState::Left,
+                    status: None,
+                    detail: String::new(),
+                },
+                Some(r) => {
+                    let state = match r.status {
+                        Status::Error | Status::BaseFailed => SampleState::Failed,
+                        Status::Skipped => SampleState::Skipped,
+                        _ => SampleState::Done,
+                    };
+                    SampleStatus {
+                        sample,
+                        state,
+                        status: Some(r.status.as_str().to_string()),
+                        detail: if state == SampleState::Done {
+                            String::new()
+                        } else {
+                            r.detail.lines().next().unwrap_or("").to_string()
+                        },
+                    }
+                }
+            };
+            counts.add(&s);
+            samples.push(s);
+        }
+        samples.sort_by_key(|s| s.sample);
+        totals.merge(&counts);
+        instances.push(InstanceStatus {
+            instance_id: id.clone(),
+            counts,
+            samples,
+        });
+    }
+    let finished_instances = instances
+        .iter()
+        .filter(|i| i.counts.expected > 0 && i.counts.left == 0 && i.counts.error == 0)
+        .count();
+    Ok(RunStatus {
+        run_dir: root.to_path_buf(),
+        run_id: info.run_id.clone(),
+        model: info.model.clone(),
+        k,
+        complete: totals.left == 0 && totals.error == 0 && info.interrupted.is_none(),
+        totals,
+        finished_instances,
+        interrupted: info.interrupted.clone(),
+        expected_unknown: info.samples.is_none(),
+        instances,
+    })
+}
+
+/// The run folders under `path`: itself when it has a run.json, else its sub-folders that
+/// have one (a folder holding several models' runs), sorted.
+pub fn run_folders(path: &Path) -> Result<Vec<PathBuf>> {
+    if path.join(crate::core::results::names::RUN_JSON).is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    if !path.is_dir() {
+        bail!("{}: not a folder", path.display());
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(path)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(crate::core::results::names::RUN_JSON).is_file())
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        bail!(
+            "{}: no run.json here or in its sub-folders (is this a run folder, evaluation_results/<run_id>?)",
+            path.display()
+        );
+    }
+    Ok(found)
+}
+
+/// Every run folder named (or found under a named folder).
+pub fn status_of(paths: &[PathBuf]) -> Result<Vec<RunStatus>> {
+    let mut out = Vec::new();
+    for p in paths {
+        for dir in run_folders(p)? {
+            out.push(run_status(&dir)?);
+        }
+    }
+    Ok(out)
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| format!("{s:<w$}", w = widths[c]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The text `harness status` prints for one run folder.
+pub fn render(s: &RunStatus) -> String {
+    let mut out = format!(
+        "run {} (model {}, K={}): {}\n",
+        s.run_id,
+        s.model,
+        s.k,
+        s.run_dir.display()
+    );
+    let mut rows = vec![
+        ["instance", "expected", "done", "failed", "skipped", "left"]
+            .iter()
+            .map(|h| h.to_string())
+            .collect::<Vec<_>>(),
+    ];
+    for i in &s.instances {
+        let c = &i.counts;
+        rows.push(vec![
+            i.instance_id.clone(),
+            if c.expected == 0 {
+                "0 (not submitted)".into()
+            } else {
+                c.expected.to_string()
+            },
+            c.done.to_string(),
+            c.failed.to_string(),
+            c.skipped.to_string(),
+            c.left.to_string(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    for i in &s.instances {
+        for smp in i.samples.iter().filter(|x| x.state == SampleState::Failed) {
+            out.push_str(&format!(
+                "failed: {}/{} {}: {}\n",
+                i.instance_id,
+                smp.sample,
+                smp.status.as_deref().unwrap_or("-"),
+                smp.detail
+            ));
+        }
+    }
+    let t = &s.totals;
+    out.push_str(&format!(
+        "total: {} expected sample(s): {} done, {} failed (error {}, base_failed {}), {} skipped, {} left; {} of {} instance(s) finished\n",
+        t.expected,
+        t.done,
+        t.failed,
+        t.error,
+        t.base_failed,
+        t.skipped,
+        t.left,
+        s.finished_instances,
+        s.instances.len()
+    ));
+    if s.expected_unknown {
+        out.push_str(
+            "note: run.json is from an older harness build and does not list the expected samples; the first K sample folders of each instance are counted as expected\n",
+        );
+    }
+    let mut why = Vec::new();
+    if t.left > 0 {
+        why.push(format!("{} sample(s) left", t.left));
+    }
+    if t.error > 0 {
+        why.push(format!("{} ended error", t.error));
+    }
+    if let Some(sig) = &s.interrupted {
+        why.push(format!("the run was interrupted by {sig}"));
+    }
+    if s.complete {
+        out.push_str("complete: yes\n");
+    } else {
+        out.push_str(&format!(
+            "complete: no ({}): repeat the run command to finish it\n",
+            why.join(", ")
+        ));
+    }
+    out
+}
+
+/// `harness status`: the table of every run folder, or JSON.
+pub fn command(run_dirs: &[PathBuf], json: bool) -> Result<i32> {
+    let runs = status_of(run_dirs)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "runs": runs }))?
+        );
+    } else {
+        let text: Vec<String> = runs.iter().map(render).collect();
+        print!("{}", text.join("\n"));
+    }
+    Ok(0)
+}

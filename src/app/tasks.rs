@@ -1,0 +1,325 @@
+//! The commits a task is known by, which `harness local --commit` finds it with.
+//!
+//! A git source has real ones: its `base_commit`, and the human commit when the task names
+//! one. Everything else gets reproducible ones: the tree at base committed into a fresh
+//! repository with a fixed author, committer, date and message, then the human patch applied
+//! and committed the same way. The same content always gives the same hashes, on any machine
+//! and with any git configuration (the user's and the system's are not read).
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::core::dataset::Dataset;
+use crate::core::task::{HumanRef, Source, Task};
+use crate::sandbox::source::{EntryKind, Material};
+
+/// A task's base and human commits (full hashes, or the git source's own spelling).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskCommits {
+    pub base: String,
+    pub human: String,
+}
+
+/// Who made a reproducible commit, and when.
+const IDENTITY: [(&str, &str); 6] = [
+    ("GIT_AUTHOR_NAME", "harness"),
+    ("GIT_AUTHOR_EMAIL", "harness@localhost"),
+    ("GIT_AUTHOR_DATE", "2000-01-01T00:00:00+0000"),
+    ("GIT_COMMITTER_NAME", "harness"),
+    ("GIT_COMMITTER_EMAIL", "harness@localhost"),
+    ("GIT_COMMITTER_DATE", "2000-01-01T00:00:00+0000"),
+];
+
+/// The task's commits: the git source's where it has them, reproducible ones otherwise.
+pub fn task_commits(task: &Task, material: &Material) -> Result<TaskCommits> {
+    let made = || reproducible(material);
+    let commits = match (&task.source, &task.human) {
+        (
+            Source::Git { base_commit, .. } | Source::Url { base_commit, .. },
+            HumanRef::Commit(c),
+        ) => TaskCommits {
+            base: base_commit.clone(),
+            human: c.clone(),
+        },
+        (Source::Git { base_commit, .. } | Source::Url { base_commit, .. }, HumanRef::Patch(_)) => {
+            TaskCommits {
+                base: base_commit.clone(),
+                human: made()?.human,
+            }
+        }
+        (Source::Folder(_), _) => made()?,
+    };
+    if let Some(stated) = &task.commits {
+        for (what, said, got) in [
+            ("base", &stated.base, &commits.base),
+            ("human", &stated.human, &commits.human),
+        ] {
+            if let Some(said) = said
+                && !got.starts_with(said.as_str())
+            {
+                bail!(
+                    "{}: commits.{what} says {said}, but the task's content gives {got} \
+                     (the source or the human patch changed: update commits.{what})",
+                    task.toml_path.display()
+                );
+            }
+        }
+    }
+    Ok(commits)
+}
+
+/// Base and human as fresh, fixed-identity commits of the material.
+pub fn reproducible(material: &Material) -> Result<TaskCommits> {
+    let dir = tempfile::Builder::new()
+        .prefix("harness-commits.")
+        .tempdir()
+        .context("cannot make a temporary folder")?;
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).context("cannot make a temporary folder")?;
+    for e in &material.entries {
+        let path = repo.join(&e.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot write {}", e.path))?;
+        }
+        match &e.kind {
+            EntryKind::File { mode, data } => {
+                std::fs::write(&path, data).with_context(|| format!("cannot write {}", e.path))?;
+                use std::os::unix::fs::PermissionsExt;
+                let exec = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(exec))
+                    .with_context(|| format!("cannot write {}", e.path))?;
+            }
+            EntryKind::Symlink { target } => std::os::unix::fs::symlink(target, &path)
+                .with_context(|| format!("cannot write {}", e.path))?,
+        }
+    }
+    git(&repo, &["init", "-q", "--template="])?;
+    let base = commit(&repo, "base")?;
+    let patch = dir.path().join("human.patch");
+    std::fs::write(&patch, &material.human_patch).context("cannot write the human patch")?;
+    let patch_arg = patch.to_string_lossy().to_string();
+    if git(&repo, &["apply", "--whitespace=nowarn", patch_arg.as_str()]).is_err() {
+        // What git apply refuses, the harness's cascade may still apply (fuzz): so may we.
+        let out = Command::new("patch")
+            .args([
+                "-p1",
+                "--batch",
+                "--forward",
+                "--fuzz=5",
+                "-i",
+                patch_arg.as_str(),
+            ])
+            .current_dir(&repo)
+            .output()
+            .context("cannot run patch on the host (is it installed?)")?;
+        if !out.status.success() {
+            bail!(
+                "the human patch does not apply to base: {}",
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+        }
+    }
+    let human = commit(&repo, "human")?;
+    Ok(TaskCommits { base, human })
+}
+
+fn commit(repo: &Path, message: &str) -> Result<String> {
+    git(repo, &["add", "-A"])?;
+    git(
+        repo,
+        &[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "--no-verify",
+            "--no-gpg-sign",
+            "-m",
+            message,
+        ],
+    )?;
+    Ok(git(repo, &["rev-parse", "HEAD"])?.trim().to_string())
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "core.autocrlf=false", "-c", "core.fileMode=true"])
+        .args(args)
+        .envs(IDENTITY)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .context("cannot run git on the host (is it installed?)")?;
+    if !out.status.success() {
+        bail!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    String::from_utf8(out.stdout).context("git printed non-UTF-8 text")
+}
+
+/// A task whose base or human commit starts with `prefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitMatch {
+    pub instance_id: String,
+    /// "base" or "human".
+    pub which: &'static str,
+    pub commit: String,
+}
+
+/// The tasks one of whose commits starts with `prefix` (hex, case-insensitive).
+pub fn find_by_prefix(all: &[(String, TaskCommits)], prefix: &str) -> Vec<CommitMatch> {
+    let p = prefix.to_ascii_lowercase();
+    let mut out = Vec::new();
+    for (id, c) in all {
+        for (which, commit) in [("human", &c.human), ("base", &c.base)] {
+            if commit.to_ascii_lowercase().starts_with(&p) {
+                out.push(CommitMatch {
+                    instance_id: id.clone(),
+                    which,
+                    commit: commit.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every task's commits, with the tasks whose source cannot be read left out (and said).
+pub fn all_commits(
+    dataset: &Dataset,
+    cache_dir: &Path,
+) -> (Vec<(String, TaskCommits)>, Vec<String>) {
+    let mut all = Vec::new();
+    let mut problems = Vec::new();
+    for (id, task) in &dataset.tasks {
+        match crate::sandbox::source::materialize(task, cache_dir)
+            .and_then(|m| task_commits(task, &m))
+        {
+            Ok(c) => all.push((id.clone(), c)),
+            Err(e) => problems.push(format!("{id}: {e:#}")),
+        }
+    }
+    (all, problems)
+}
+
+/// The first 12 hex digits of a commit, as the tables show it.
+pub fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
+/// `harness tasks`: every task with its commits, GPUs and description.
+pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
+    let mut out = String::new();
+    let (all, problems) = all_commits(dataset, cache_dir);
+    let width = all.iter().map(|(id, _)| id.len()).max().unwrap_or(8).max(8);
+    out.push_str(&format!(
+        "{:<width$}  {:<12}  {:<12}  {:<4}  description\n",
+        "instance", "base", "human", "gpus"
+    ));
+    for (id, c) in &all {
+        let task = &dataset.tasks[id];
+        out.push_str(&format!(
+            "{id:<width$}  {:<12}  {:<12}  {:<4}  {}\n",
+            short(&c.base),
+            short(&c.human),
+            task.resources.gpus,
+            task.description
+        ));
+    }
+    for p in problems {
+        out.push_str(&format!("cannot list: {p}\n"));
+    }
+    for (name, why) in &dataset.invalid {
+        out.push_str(&format!("invalid task {name}: {why}\n"));
+    }
+    out
+}
+
+/// `harness tasks`: every task of the dataset with its base and human commits.
+pub fn command(dataset: &std::path::Path, results_dir: &std::path::Path) -> Result<i32> {
+    let dataset = crate::core::dataset::Dataset::load(dataset)?;
+    print!("{}", task_listing(&dataset, &results_dir.join(".cache")));
+    Ok(if dataset.invalid.is_empty() { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::source::Entry;
+
+    fn material(human_patch: &str, exec: bool) -> Material {
+        Material {
+            entries: vec![
+                Entry {
+                    path: "m.py".into(),
+                    kind: EntryKind::File {
+                        mode: if exec { 0o755 } else { 0o644 },
+                        data: b"a = 1\n".to_vec(),
+                    },
+                },
+                Entry {
+                    path: "d/link".into(),
+                    kind: EntryKind::Symlink {
+                        target: "../m.py".into(),
+                    },
+                },
+            ],
+            human_patch: human_patch.into(),
+            digest: String::new(),
+        }
+    }
+
+    const PATCH: &str =
+        "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n";
+
+    #[test]
+    fn same_content_same_hashes_and_any_change_shows() {
+        let a = reproducible(&material(PATCH, false)).unwrap();
+        let b = reproducible(&material(PATCH, false)).unwrap();
+        assert_eq!(a, b, "reproducible");
+        assert_eq!(a.base.len(), 40);
+        assert_ne!(a.base, a.human);
+        // Only the executable bit differs: another base.
+        let x = reproducible(&material(PATCH, true)).unwrap();
+        assert_ne!(x.base, a.base);
+        // Another human patch: same base, another human.
+        let other = PATCH.replace("a = 2", "a = 3");
+        let y = reproducible(&material(&other, false)).unwrap();
+        assert_eq!(y.base, a.base);
+        assert_ne!(y.human, a.human);
+        let bad = PATCH.replace("-a = 1", "-a = 9");
+        assert!(reproducible(&material(&bad, false)).is_err());
+    }
+
+    #[test]
+    fn prefixes_find_base_and_human_case_insensitively() {
+        let all = vec![
+            (
+                "t1".to_string(),
+                TaskCommits {
+                    base: "abc123".into(),
+                    human: "def456".into(),
+                },
+            ),
+            (
+                "t2".to_string(),
+                TaskCommits {
+                    base: "abd000".into(),
+                    human: "123456".into(),
+                },
+            ),
+        ];
+        let m = find_by_prefix(&all, "DEF");
+        assert_eq!(m.len(), 1);
+        assert_eq!((m[0].instance_id.as_str(), m[0].which), ("t1", "human"));
+        assert_eq!(find_by_prefix(&all, "ab").len(), 2, "ambiguous");
+        assert_eq!(find_by_prefix(&all, "abd")[0].which, "base");
+        assert!(find_by_prefix(&all, "ffff").is_empty());
+    }
+}

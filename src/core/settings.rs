@@ -1,0 +1,213 @@
+//! The settings a run is measured and judged under: the decision rule and the measurement
+//! budget, in one type shared by the command line (clap flattens it into `opt-at-k` and
+//! `local`), the batch file (every key optional, over the same defaults), `run.json` and the
+//! result key (serialised).
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::metrics::Thresholds;
+use crate::core::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, Estimator, RESAMPLES};
+
+/// How samples are measured and judged.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, clap::Args)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Decision rule for opt_base / opt_commit.
+    #[arg(long, value_enum, default_value_t = Criterion::Strict)]
+    pub criterion: Criterion,
+    /// Seed of the bootstrap behind every confidence interval.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The figure strict takes of a variant's runs (per container): min (default), mean,
+    /// median or pNN (a percentile). GSO's means under gso.
+    #[arg(long)]
+    #[serde(with = "estimator_text")]
+    pub estimator: Option<Estimator>,
+    /// Measured rounds at least, for every task (default: the most `runs` of its benches).
+    #[arg(long)]
+    pub min_rounds: Option<u32>,
+    /// Measured rounds at most under strict (default: the most `max_runs` of its benches).
+    /// Strict needs 5 paired rounds for an interval: below that nothing is decided.
+    #[arg(long)]
+    pub max_rounds: Option<u32>,
+    /// Wall-time budget of each task's measurement (default: the task's measure.max_seconds).
+    #[arg(long)]
+    pub max_measure_seconds: Option<f64>,
+    /// Containers per variant under strict (default: the task's measure.replicas, else 5).
+    #[arg(long)]
+    pub replicas: Option<u32>,
+    /// opt_base needs round(GM speedup over base, 1) >= this.
+    #[arg(long, default_value_t = 1.2)]
+    pub min_speedup: f64,
+    /// opt_commit needs HM of (human time / patch time) > this.
+    #[arg(long, default_value_t = 0.95)]
+    pub opt_thresh: f64,
+    /// Multiply every timeout by this.
+    #[arg(long, default_value_t = 1.0)]
+    pub timeout_scale: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            criterion: Criterion::Strict,
+            seed: 0,
+            estimator: None,
+            min_rounds: None,
+            max_rounds: None,
+            max_measure_seconds: None,
+            replicas: None,
+            min_speedup: 1.2,
+            opt_thresh: 0.95,
+            timeout_scale: 1.0,
+        }
+    }
+}
+
+/// What the measurement may spend, from the command line over each task's own settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    /// None: the task's own `measure.max_seconds`.
+    pub max_seconds: Option<f64>,
+    pub timeout_scale: f64,
+    /// Containers per variant (None: the task's, or the default).
+    pub replicas: Option<u32>,
+}
+
+impl Settings {
+    /// The names of the settings, as the batch file and run.json spell them.
+    pub fn keys() -> Vec<String> {
+        match serde_json::to_value(Settings::default()) {
+            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every problem, as (setting, why): the caller names the setting its way (`--seed`,
+    /// `seed`).
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for (key, v) in [
+            ("timeout_scale", Some(self.timeout_scale)),
+            ("min_speedup", Some(self.min_speedup)),
+            ("opt_thresh", Some(self.opt_thresh)),
+            ("max_measure_seconds", self.max_measure_seconds),
+        ] {
+            if let Some(v) = v
+                && !(v.is_finite() && v > 0.0)
+            {
+                out.push((key, format!("{v} is not a positive number")));
+            }
+        }
+        for (key, v) in [
+            ("min_rounds", self.min_rounds),
+            ("max_rounds", self.max_rounds),
+            ("replicas", self.replicas),
+        ] {
+            if v == Some(0) {
+                out.push((key, "must be at least 1".into()));
+            }
+        }
+        if let (Some(min), Some(max)) = (self.min_rounds, self.max_rounds)
+            && max < min
+        {
+            out.push(("max_rounds", format!("{max} is below min_rounds {min}")));
+        }
+        out
+    }
+
+    /// The rule the verdicts are reached by.
+    pub fn rule(&self) -> DecisionRule {
+        DecisionRule {
+            criterion: self.criterion,
+            thresholds: Thresholds {
+                min_speedup: self.min_speedup,
+                opt_thresh: self.opt_thresh,
+            },
+            seed: self.seed,
+            confidence: CONFIDENCE,
+            resamples: RESAMPLES,
+            estimator: self.estimator.unwrap_or(ESTIMATOR),
+        }
+    }
+
+    /// What every task's measurement may spend.
+    pub fn budget(&self) -> Budget {
+        Budget {
+            min_rounds: self.min_rounds,
+            max_rounds: self.max_rounds,
+            max_seconds: self.max_measure_seconds,
+            timeout_scale: self.timeout_scale,
+            replicas: self.replicas,
+        }
+    }
+}
+
+/// An estimator as the command line spells it (`min`, `median`, `p10`...).
+mod estimator_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::core::rule::Estimator;
+
+    pub fn serialize<S: Serializer>(e: &Option<Estimator>, s: S) -> Result<S::Ok, S::Error> {
+        match e {
+            None => s.serialize_none(),
+            Some(e) => s.serialize_str(&e.as_flag()),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Estimator>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| t.parse::<Estimator>().map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Args, FromArgMatches};
+
+    fn from_flags(flags: &[&str]) -> Settings {
+        let cmd = Settings::augment_args(clap::Command::new("t").no_binary_name(true));
+        Settings::from_arg_matches(&cmd.try_get_matches_from(flags).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_command_line_and_the_files_share_defaults_and_names() {
+        assert_eq!(from_flags(&[]), Settings::default());
+        let s = from_flags(&[
+            "--criterion",
+            "gso",
+            "--estimator",
+            "p10",
+            "--max-rounds",
+            "9",
+            "--timeout-scale",
+            "0.5",
+        ]);
+        // The batch file's keys are run.json's, and round-trip.
+        let text =
+            "criterion = \"gso\"\nestimator = \"p10\"\nmax_rounds = 9\ntimeout_scale = 0.5\n";
+        let from_file: Settings = toml::from_str(text).unwrap();
+        assert_eq!(from_file, s);
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<Settings>(&json).unwrap(), s);
+        assert!(toml::from_str::<Settings>("sede = 1\n").is_err());
+        assert_eq!(Settings::keys().len(), 10);
+        assert!(Settings::keys().contains(&"max_measure_seconds".to_string()));
+    }
+
+    #[test]
+    fn rule_budget_and_problems() {
+        let s = from_flags(&["--min-rounds", "5", "--max-rounds", "3", "--replicas", "0"]);
+        let problems: Vec<&str> = s.problems().iter().map(|(k, _)| *k).collect();
+        assert_eq!(problems, ["replicas", "max_rounds"]);
+        let d = Settings::default();
+        assert_eq!(d.rule().estimator, ESTIMATOR);
+        assert_eq!(d.rule().thresholds.min_speedup, 1.2);
+        assert_eq!(d.budget().timeout_scale, 1.0);
+    }
+}

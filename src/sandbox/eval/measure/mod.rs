@@ -1,0 +1,602 @@
+//! Measurement: the benches of every correct variant of a task, in interleaved rounds,
+//! timed inside the container around the bench process; adaptive under `strict`.
+//!
+//! A round runs every bench once for base, human and every sample still being measured, in
+//! an order that changes each round (a Williams design: positions and predecessors
+//! balanced). After the warmups and the minimum number of rounds, a sample whose verdict is
+//! decided stops; the others go on, with base and human, until they are decided or the
+//! budget (rounds, wall time) is spent. Every run counts; runs during which a known event
+//! happened (the CPU changed speed, the container's CPU quota throttled it, it sat off-CPU
+//! far longer than its other runs) are flagged in `bench.json`.
+
+mod checks;
+mod disturb;
+mod run;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use crate::core::events::{Event, Events, emit};
+use crate::core::results::Status;
+use crate::core::rule::{Criterion, DecisionRule};
+use crate::core::task::{Bench, Task};
+pub use crate::core::timings::{BenchLog, BenchSetting, RoundRecord, RunGpu, RunRecord, Schedule};
+use crate::core::verdict::judge;
+use crate::sandbox::docker::container::Sandbox;
+use crate::sandbox::eval::guarded::{self, Snapshot};
+use crate::telemetry::RunTag;
+pub use disturb::{PROBE_TOLERANCE, disturbance, flag_round};
+pub use run::{ReportedMetric, run_value};
+
+/// One variant taking part in a measurement.
+pub struct Participant<'a> {
+    pub label: String,
+    /// Its containers: round r runs in the (r mod n)-th.
+    pub sandboxes: Vec<&'a Sandbox>,
+    /// Its watched files right after its patch (see `guarded`).
+    pub manifest: Snapshot,
+}
+
+/// A variant that failed during measurement, and how.
+#[derive(Debug, Clone)]
+pub struct Dropout {
+    pub status: Status,
+    pub detail: String,
+}
+
+pub struct MeasureOutcome {
+    pub log: BenchLog,
+    pub dropouts: BTreeMap<String, Dropout>,
+}
+
+pub use crate::core::settings::Budget;
+
+/// Containers per variant: `--replicas`, else the task's `measure.replicas`, else
+/// [`DEFAULT_REPLICAS`] under strict; one under gso (GSO's protocol).
+pub fn replicas(task: &Task, rule: &DecisionRule, budget: &Budget) -> usize {
+    match rule.criterion {
+        Criterion::Gso => 1,
+        Criterion::Strict => budget
+            .replicas
+            .or(task.replicas)
+            .unwrap_or(DEFAULT_REPLICAS)
+            .max(1) as usize,
+    }
+}
+
+/// Containers per variant under strict, unless the task or the command line says.
+pub const DEFAULT_REPLICAS: u32 = 5;
+
+/// The schedule for a task: warmups = the most any bench asks, in every container (round r
+/// runs in replica r mod C, so the first warmups × C rounds are warmups); rounds from `runs`
+/// (min) and `max_runs` (max), overridden from the command line. Under `gso` the number of
+/// rounds is fixed at the minimum, as GSO does.
+pub fn schedule(
+    task: &Task,
+    rule: &DecisionRule,
+    budget: &Budget,
+    cpuset: Option<String>,
+) -> Schedule {
+    let replicas = replicas(task, rule, budget) as u32;
+    let warmup_rounds = task.benches.iter().map(|b| b.warmups).max().unwrap_or(0) * replicas;
+    let min_rounds = budget
+        .min_rounds
+        .unwrap_or_else(|| task.benches.iter().map(|b| b.runs).max().unwrap_or(1))
+        .max(1);
+    let max_rounds = match rule.criterion {
+        Criterion::Gso => min_rounds,
+        Criterion::Strict => budget
+            .max_rounds
+            .unwrap_or_else(|| {
+                task.benches
+                    .iter()
+                    .map(|b| b.max_runs)
+                    .max()
+                    .unwrap_or(min_rounds)
+            })
+            .max(min_rounds),
+    };
+    Schedule {
+        criterion: rule.criterion,
+        warmup_rounds,
+        min_rounds,
+        max_rounds,
+        max_seconds: budget.max_seconds.unwrap_or(task.measure_max_seconds),
+        cpuset,
+        replicas,
+    }
+}
+
+/// The order of a round, from a Williams design: over a cycle of rounds (n rounds for n
+/// variants when n is even, 2n when odd) every variant runs in every position equally
+/// often *and* right after every other variant equally often. A plain rotation balances
+/// positions only: it keeps the cyclic sequence, so one variant always runs right after the
+/// same other one, and any carry-over on the machine (a short run leaves the CPU "rested",
+/// caches warm for the next) biases that pair's ratio the same way every round.
+pub fn round_order<T: Copy>(members: &[T], round: u32) -> Vec<T> {
+    let n = members.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    // First row: 0, 1, n-1, 2, n-2, ...; row r adds r (mod n); odd n adds the mirror rows.
+    let first = (0..n).map(|k| match k {
+        0 => 0,
+        k if k % 2 == 1 => k.div_ceil(2),
+        k => n - k / 2,
+    });
+    let rows = if n.is_multiple_of(2) { n } else { 2 * n };
+    let r = round as usize % rows;
+    let mut row: Vec<usize> = first.map(|f| (f + r % n) % n).collect();
+    if r >= n {
+        row.reverse();
+    }
+    row.into_iter().map(|i| members[i]).collect()
+}
+
+/// Whether a sample needs no more rounds: under gso, once it has the fixed number; under
+/// strict, once it has the minimum and a decided verdict, or the maximum either way.
+pub fn sample_finished(schedule: &Schedule, paired_rounds: u32, decided: bool) -> bool {
+    match schedule.criterion {
+        Criterion::Gso => paired_rounds >= schedule.min_rounds,
+        Criterion::Strict => {
+            (paired_rounds >= schedule.min_rounds && decided)
+                || paired_rounds >= schedule.max_rounds
+        }
+    }
+}
+
+/// What a measurement is of: the task, its variants (with their containers), the samples
+/// that take another variant's timings, and how it is judged and spent.
+pub struct MeasureInput<'a> {
+    pub task: &'a Task,
+    pub variants: &'a [Participant<'a>],
+    /// sample → the variant whose timings it takes.
+    pub shared: &'a BTreeMap<String, String>,
+    pub rule: &'a DecisionRule,
+    pub schedule: Schedule,
+    pub timeout_scale: f64,
+    pub events: &'a Events,
+    pub telemetry: Option<&'a crate::telemetry::Sampler>,
+}
+
+/// Measures the variants of a task: labels "base" and "human" are the references, every
+/// other label a sample. A sample whose bench fails or times out leaves the measurement
+/// with a status; the others go on.
+pub async fn measure(input: MeasureInput<'_>) -> MeasureOutcome {
+    let mut m = Measurement::new(input);
+    let stop_reason = loop {
+        let left = m.samples_left();
+        m.follow_shared();
+        if let Some(reason) = m.stop(&left) {
+            break reason;
+        }
+        m.run_round(&left).await;
+    };
+    m.finish(stop_reason)
+}
+
+fn is_reference(label: &str) -> bool {
+    label == "base" || label == "human"
+}
+
+/// A measurement under way: its log so far and who is still in.
+struct Measurement<'a> {
+    input: MeasureInput<'a>,
+    started: Instant,
+    deadline: Instant,
+    log: BenchLog,
+    dropouts: BTreeMap<String, Dropout>,
+    /// label → why it needs no more rounds.
+    done: BTreeMap<String, String>,
+    /// New watched files base's runs made: a sample making the same ones is normal.
+    base_created: BTreeSet<String>,
+    round: u32,
+}
+
+/// What one round gathered for its checks.
+#[derive(Default)]
+struct RoundData {
+    changes: BTreeMap<String, Snapshot>,
+    tails: BTreeMap<(String, String), String>,
+}
+
+impl<'a> Measurement<'a> {
+    fn new(input: MeasureInput<'a>) -> Measurement<'a> {
+        let started = Instant::now();
+        let task = input.task;
+        let benches: Vec<BenchSetting> = task
+            .benches
+            .iter()
+            .map(|b| BenchSetting {
+                name: b.name.clone(),
+                command: b.command.clone(),
+                warmups: b.warmups,
+                runs: b.runs,
+                max_runs: b.max_runs,
+                metric: b.metric.describe(),
+                better: b.better,
+                timeout_s: b.timeout.as_secs_f64() * input.timeout_scale,
+                output_check: b.output_check.describe(),
+            })
+            .collect();
+        let log = BenchLog {
+            shared_code_only: Default::default(),
+            schema_version: crate::core::results::SCHEMA_VERSION,
+            instance_id: task.id.clone(),
+            sample_variant: None,
+            variants: input.variants.iter().map(|p| p.label.clone()).collect(),
+            benches,
+            schedule: input.schedule.clone(),
+            rounds: Vec::new(),
+            runs: Vec::new(),
+            decided_after: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+            stop_reason: String::new(),
+            seconds: 0.0,
+            shared: input.shared.clone(),
+            telemetry_lines: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let deadline = started + Duration::from_secs_f64(input.schedule.max_seconds.max(1.0));
+        Measurement {
+            input,
+            started,
+            deadline,
+            log,
+            dropouts: BTreeMap::new(),
+            done: BTreeMap::new(),
+            base_created: BTreeSet::new(),
+            round: 0,
+        }
+    }
+
+    /// Samples measured on their own that are neither out nor finished.
+    fn samples_left(&self) -> Vec<usize> {
+        let variants = self.input.variants;
+        (0..variants.len())
+            .filter(|&i| {
+                let l = &variants[i].label;
+                !is_reference(l) && !self.dropouts.contains_key(l) && !self.done.contains_key(l)
+            })
+            .collect()
+    }
+
+    /// Samples sharing another variant's timings follow it: out with it, decided with it
+    /// (their judgement reads its runs); one sharing human's needs base and human.
+    fn follow_shared(&mut self) {
+        for (label, source) in self.input.shared {
+            if let Some(d) = self.dropouts.get(source).cloned()
+                && !self.dropouts.contains_key(label)
+            {
+                self.dropouts.insert(
+                    label.clone(),
+                    Dropout {
+                        status: d.status,
+                        detail: format!("its tree is identical to {source}'s: {}", d.detail),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Why the measurement stops now, if it does.
+    fn stop(&self, left: &[usize]) -> Option<String> {
+        let schedule = &self.input.schedule;
+        let shared_left = self
+            .input
+            .shared
+            .keys()
+            .filter(|l| !self.dropouts.contains_key(*l) && !self.done.contains_key(*l))
+            .count();
+        if left.is_empty() && shared_left == 0 {
+            return Some("every sample decided or out".to_string());
+        }
+        if ["base", "human"]
+            .iter()
+            .any(|r| self.dropouts.contains_key(*r))
+        {
+            return Some("a reference variant failed".to_string());
+        }
+        if self.round >= schedule.warmup_rounds + schedule.max_rounds {
+            return Some(format!("round budget spent ({} rounds)", self.round));
+        }
+        if self.round > 0 && Instant::now() >= self.deadline {
+            return Some(format!("time budget spent ({:.0} s)", schedule.max_seconds));
+        }
+        None
+    }
+
+    /// One round: every bench once for base, human and the samples still in, in the
+    /// round's order, then the round's checks and who is finished.
+    async fn run_round(&mut self, left: &[usize]) {
+        let (task, variants, schedule) =
+            (self.input.task, self.input.variants, &self.input.schedule);
+        emit(
+            self.input.events,
+            Event::Round {
+                instance: task.id.clone(),
+                round: self.round + 1,
+                rounds: schedule.warmup_rounds + schedule.max_rounds,
+            },
+        );
+        let members: Vec<usize> = (0..variants.len())
+            .filter(|&i| is_reference(&variants[i].label) || left.contains(&i))
+            .collect();
+        let order = round_order(&members, self.round);
+        let seed = run::round_seed();
+        self.log.rounds.push(RoundRecord {
+            round: self.round,
+            order: order.iter().map(|&i| variants[i].label.clone()).collect(),
+            seed: Some(seed),
+        });
+        let mut data = RoundData::default();
+        for (bench_index, bench) in task.benches.iter().enumerate() {
+            for &i in &order {
+                if !self.dropouts.contains_key(&variants[i].label) {
+                    self.run_variant(&variants[i], bench_index, bench, seed, &mut data)
+                        .await;
+                }
+            }
+        }
+        checks::check_round(
+            task,
+            variants,
+            &self.log,
+            self.round,
+            seed,
+            &data.changes,
+            &data.tails,
+            &mut self.base_created,
+            &mut self.dropouts,
+        );
+        let first_of_round = self
+            .log
+            .runs
+            .iter()
+            .position(|r| r.round == self.round)
+            .unwrap_or(self.log.runs.len());
+        flag_round(&mut self.log.runs[first_of_round..]);
+        self.round += 1;
+        self.mark_finished(left);
+    }
+
+    /// One run of one bench in the variant's container of this round, with its telemetry.
+    async fn run_variant(
+        &mut self,
+        p: &Participant<'_>,
+        bench_index: usize,
+        bench: &Bench,
+        seed: u64,
+        data: &mut RoundData,
+    ) {
+        let replica = self.round as usize % p.sandboxes.len().max(1);
+        let Some(sandbox) = p.sandboxes.get(replica) else {
+            return;
+        };
+        let telemetry = self.input.telemetry;
+        let watching = match telemetry {
+            Some(sampler) => Some(
+                sampler
+                    .start_run(RunTag {
+                        variant: p.label.clone(),
+                        round: self.round,
+                        run: bench_index as u32,
+                    })
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            None => None,
+        };
+        let output_limit = self.input.task.resources.bench_output_limit();
+        let ran = run::run_once(sandbox, bench, self.input.timeout_scale, seed, output_limit).await;
+        let gpu = match (telemetry, watching) {
+            (Some(sampler), Some(Ok(()))) => Some(
+                sampler
+                    .end_run()
+                    .await
+                    .map(|report| {
+                        self.log.telemetry_lines.extend(report.jsonl_lines());
+                        disturb::run_gpu(report)
+                    })
+                    .map_err(|e| e.to_string()),
+            ),
+            (_, Some(Err(e))) => Some(Err(e)),
+            _ => None,
+        };
+        match ran {
+            Ok(result) => self.record(&p.label, bench, replica, result, gpu, data),
+            Err(d) => {
+                self.dropouts.insert(p.label.clone(), d);
+            }
+        }
+    }
+
+    /// A run's record in the log, and the dropout it earns, if any.
+    fn record(
+        &mut self,
+        label: &str,
+        bench: &Bench,
+        replica: usize,
+        result: run::TimerResult,
+        gpu: Option<Result<RunGpu, String>>,
+        data: &mut RoundData,
+    ) {
+        let round = self.round;
+        let warmup = round < self.input.schedule.warmup_rounds;
+        let wall_s = result.wall_ns as f64 / 1e9;
+        let figure = run_value(&bench.metric, wall_s, result.metric.as_ref());
+        let value = figure.as_ref().ok().copied();
+        let mut record = RunRecord {
+            round,
+            warmup,
+            variant: label.to_string(),
+            bench: bench.name.clone(),
+            wall_s,
+            value,
+            exit_code: result.exit_code,
+            user_s: result.user_s,
+            sys_s: result.sys_s,
+            max_rss_kb: result.max_rss_kb,
+            involuntary_switches: result.involuntary_switches,
+            throttled: result.throttled,
+            cpu_probe_ms: result.cpu_probe_ms,
+            disturbed: None,
+            output_digest: result.output_digest.clone(),
+            lingering_killed: result.lingering_killed,
+            replica: replica as u32,
+            gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).cloned(),
+        };
+        if result.exit_code == 0 && value.is_some() && !warmup {
+            let history: Vec<&RunRecord> = self
+                .log
+                .runs
+                .iter()
+                .filter(|r| r.variant == label && r.bench == bench.name && !r.warmup)
+                .collect();
+            record.disturbed = disturbance(&record, &history);
+            // What the GPUs say comes first: a throttled GPU, or telemetry missing for
+            // the run, is never passed over silently.
+            if let Some(why) = gpu.as_ref().and_then(disturb::gpu_disturbance) {
+                record.disturbed = Some(why);
+            }
+        }
+        self.log.runs.push(record);
+        data.tails.insert(
+            (label.to_string(), bench.name.clone()),
+            result.stdout_tail.clone(),
+        );
+        data.changes
+            .insert(label.to_string(), result.changes.clone());
+        if let Some(d) = run_dropout(bench, round, &result, figure) {
+            self.dropouts.insert(label.to_string(), d);
+        }
+    }
+
+    /// Which samples are finished: enough paired rounds and a decided verdict (strict), or
+    /// the minimum (gso), or the maximum either way.
+    fn mark_finished(&mut self, left: &[usize]) {
+        let variants = self.input.variants;
+        let labels: Vec<String> = left
+            .iter()
+            .map(|&i| variants[i].label.clone())
+            .chain(self.input.shared.keys().cloned())
+            .collect();
+        for label in labels {
+            if self.dropouts.contains_key(&label) || self.done.contains_key(&label) {
+                continue;
+            }
+            let j = judge(&self.log, &label, self.input.rule);
+            let paired = j.rounds();
+            if sample_finished(&self.input.schedule, paired, j.decided()) {
+                if j.decided() {
+                    self.log.decided_after.insert(label.clone(), self.round);
+                }
+                self.done.insert(label, format!("{paired} rounds"));
+            }
+        }
+    }
+
+    /// An output figure that is a duration must be borne out by the wall time: checked for
+    /// every sample still in, whatever stopped the measurement.
+    fn check_figures(&mut self) {
+        let labels: Vec<String> = self
+            .input
+            .variants
+            .iter()
+            .map(|p| p.label.clone())
+            .chain(self.input.shared.keys().cloned())
+            .filter(|l| !is_reference(l))
+            .collect();
+        for label in labels {
+            if self.dropouts.contains_key(&label) || self.log.runs_of(&label) == "human" {
+                continue;
+            }
+            for bench in &self.input.task.benches {
+                if let Some(unit) = bench.metric_unit_s
+                    && let Some(why) =
+                        super::figures::unsupported_figure(&self.log, &bench.name, &label, unit)
+                {
+                    self.dropouts.insert(
+                        label.clone(),
+                        Dropout {
+                            status: Status::TestFailed,
+                            detail: why,
+                        },
+                    );
+                    break;
+                }
+            }
+        }
+    }
+
+    fn finish(mut self, stop_reason: String) -> MeasureOutcome {
+        self.check_figures();
+        let mut log = self.log;
+        log.dropped = self
+            .dropouts
+            .iter()
+            .map(|(k, d)| (k.clone(), format!("{}: {}", d.status, d.detail)))
+            .collect();
+        log.stop_reason = stop_reason;
+        log.seconds = self.started.elapsed().as_secs_f64();
+        log.warnings = log.seed_warnings();
+        for w in &log.warnings {
+            emit(
+                self.input.events,
+                Event::Warn(format!("{}: {w}", self.input.task.id)),
+            );
+        }
+        MeasureOutcome {
+            log,
+            dropouts: self.dropouts,
+        }
+    }
+}
+
+/// The dropout a run earns: a pattern the timer cannot read, a broken limit, a failing
+/// exit (OOM when the kernel says so), or no figure.
+fn run_dropout(
+    bench: &Bench,
+    round: u32,
+    result: &run::TimerResult,
+    figure: Result<f64, String>,
+) -> Option<Dropout> {
+    if let Some(e) = result.ignore_errors.first() {
+        return Some(Dropout {
+            status: Status::Error,
+            detail: format!(
+                "bench `{}`: the in-container timer cannot read a line pattern: {e}",
+                bench.name
+            ),
+        });
+    }
+    if let Some(why) = run::result_limits(result, &bench.name) {
+        return Some(Dropout {
+            status: Status::TestFailed,
+            detail: format!("{why} (round {round})"),
+        });
+    }
+    if result.exit_code != 0 {
+        let oom = result.oom_kills.unwrap_or(0) > 0;
+        return Some(Dropout {
+            status: if oom { Status::Oom } else { Status::TestFailed },
+            detail: format!(
+                "bench `{}` {} in round {round}{}: {}",
+                bench.name,
+                guarded::describe_exit(result.exit_code),
+                if oom {
+                    " (killed by the kernel's OOM killer)"
+                } else {
+                    ""
+                },
+                run::last_lines(&result.stderr_tail, 5)
+            ),
+        });
+    }
+    figure.err().map(|why| Dropout {
+        status: Status::TestFailed,
+        detail: format!("bench `{}` {why} in round {round}", bench.name),
+    })
+}

@@ -1,0 +1,187 @@
+//! One timed run of one bench in one container, through the in-container timer
+//! (`harness/timed_run.py`), and the figure it gives.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Dropout;
+use crate::core::results::Status;
+use crate::core::task::{Bench, Metric, OutputCheck};
+use crate::sandbox::docker::container::Sandbox;
+use crate::sandbox::eval::guarded::{self, Snapshot};
+
+#[derive(Debug, Deserialize)]
+pub(super) struct TimerResult {
+    pub(super) wall_ns: u64,
+    pub(super) exit_code: i64,
+    pub(super) user_s: f64,
+    pub(super) sys_s: f64,
+    pub(super) max_rss_kb: u64,
+    #[serde(default)]
+    pub(super) involuntary_switches: u64,
+    #[serde(default)]
+    pub(super) throttled: Option<u64>,
+    #[serde(default)]
+    pub(super) cpu_probe_ms: Option<[f64; 2]>,
+    pub(super) stdout_tail: String,
+    pub(super) stderr_tail: String,
+    #[serde(default)]
+    pub(super) output_digest: Option<String>,
+    #[serde(default)]
+    pub(super) oom_kills: Option<u64>,
+    #[serde(default)]
+    pub(super) lingering_killed: u64,
+    #[serde(default)]
+    pub(super) changes: Snapshot,
+    #[serde(default)]
+    pub(super) ignore_errors: Vec<String>,
+    #[serde(default)]
+    pub(super) output_flood: bool,
+    #[serde(default)]
+    pub(super) output_limit: u64,
+    /// The output metric, as the timer found it in the whole output.
+    #[serde(default)]
+    pub(super) metric: Option<ReportedMetric>,
+    #[serde(flatten)]
+    pub(super) limits: guarded::RunLimits,
+}
+
+/// An output metric as the in-container timer read it: its value when it was printed
+/// exactly once, and how many times it was printed.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReportedMetric {
+    pub value: Option<f64>,
+    pub printed: u64,
+}
+
+/// The compared figure of a run: its wall time, or an output metric the timer found printed
+/// exactly once in the whole output (stdout and stderr). A figure printed twice is refused,
+/// not picked from: a patch could otherwise print its own after the bench's (from an exit
+/// handler, say) and have it taken.
+pub fn run_value(
+    metric: &Metric,
+    wall_s: f64,
+    reported: Option<&ReportedMetric>,
+) -> Result<f64, String> {
+    let value = match metric {
+        Metric::Wall => Some(wall_s),
+        Metric::Pattern(_) | Metric::JsonKey(_) => match reported {
+            None => None,
+            Some(r) if r.printed > 1 => {
+                return Err(format!(
+                    "printed the figure for {} {} times; it must be printed exactly once per run",
+                    metric.describe(),
+                    r.printed
+                ));
+            }
+            Some(r) => r.value,
+        },
+    };
+    value
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("printed no figure for {}", metric.describe()))
+}
+
+/// Why a bench run broke a limit: its output flooded, it wrote past the disk limit, or it
+/// left threads that could not be stopped.
+pub(super) fn result_limits(result: &TimerResult, bench: &str) -> Option<String> {
+    if result.output_flood {
+        return Some(format!(
+            "bench `{bench}` printed more than {} MiB of output; stopped",
+            result.output_limit >> 20
+        ));
+    }
+    result.limits.broken(&format!("bench `{bench}`"))
+}
+
+/// A fresh random seed for a round.
+pub(super) fn round_seed() -> u64 {
+    u64::from_str_radix(&guarded::nonce()[..16], 16).unwrap_or(0)
+}
+
+pub(super) fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+pub(super) async fn run_once(
+    sandbox: &Sandbox,
+    bench: &Bench,
+    timeout_scale: f64,
+    seed: u64,
+    output_limit: i64,
+) -> Result<TimerResult, Dropout> {
+    let timeout = bench.timeout.mul_f64(timeout_scale) + Duration::from_secs(5);
+    let mut args: Vec<String> = vec![
+        "timed".into(),
+        "--out-dir".into(),
+        crate::sandbox::docker::container::BENCH_OUTPUT_DIR.into(),
+    ];
+    match &bench.output_check {
+        OutputCheck::Stdout { ignore } => {
+            for p in ignore {
+                args.push("--ignore".into());
+                args.push(p.clone());
+            }
+        }
+        OutputCheck::File { path } => {
+            args.push("--output-file".into());
+            args.push(path.clone());
+        }
+        OutputCheck::Off { .. } => {}
+    }
+    match &bench.metric {
+        Metric::Wall => {}
+        Metric::Pattern(re) => {
+            args.push("--metric-pattern".into());
+            args.push(re.as_str().to_string());
+        }
+        Metric::JsonKey(k) => {
+            args.push("--metric-json-key".into());
+            args.push(k.clone());
+        }
+    }
+    args.push("--output-limit".into());
+    args.push(output_limit.to_string());
+    args.push("--".into());
+    args.push(bench.command.clone());
+    let nonce = guarded::nonce();
+    let out = sandbox
+        .exec_as(
+            &guarded::python(guarded::TIMER_PATH, &args),
+            crate::sandbox::protect::ROOT,
+            &[
+                format!("HARNESS_NONCE={nonce}"),
+                format!("HARNESS_BENCH_SEED={seed}"),
+            ],
+            timeout,
+            256 * 1024,
+        )
+        .await
+        .map_err(|e| Dropout {
+            status: Status::Error,
+            detail: format!("bench `{}`: {e:#}", bench.name),
+        })?;
+    if out.timed_out {
+        return Err(Dropout {
+            status: Status::Timeout,
+            detail: format!(
+                "bench `{}` ran past its timeout of {:.0} s; container killed",
+                bench.name,
+                timeout.as_secs_f64()
+            ),
+        });
+    }
+    let (line, shown) = guarded::split_result(&out.output, &nonce);
+    let Some(line) = line else {
+        let what = format!("bench `{}`", bench.name);
+        let (status, detail) =
+            guarded::no_result(sandbox, &what, Status::TestFailed, out.exit_code, &shown).await;
+        return Err(Dropout { status, detail });
+    };
+    serde_json::from_str(line).map_err(|e| Dropout {
+        status: Status::Error,
+        detail: format!("bench `{}`: unreadable timer result: {e}", bench.name),
+    })
+}

@@ -1,0 +1,221 @@
+//! Numbers no patch can fake, round two (issue 17), against the real daemon, on small tasks
+//! of their own: a process that outlives its run as a zombie thread-group leader, a bench
+//! whose answer does not depend on the seed, saved results reused after the task's check
+//! changed, and reports left complete-looking by a killed run. (The catalogue rows of
+//! tests/hostile.rs cover the rest.)
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// Base's code, plus, when run as the bench, a burner that outlives the run where `ps` shows
+/// a zombie: a double-forked child starts a thread and ends only its main thread. The thread
+/// spins while no bench runs in its own container, so base and human, measured in theirs on
+/// the same cores, get slower and this sample does not.
+const ZOMBIE_BURNER: &str = include_str!("fixtures/zombie_burner.py");
+
+fn opt_at_k(
+    ds: &Path,
+    out: &Path,
+    preds: &Path,
+    run_id: &str,
+    k: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    run(harness()
+        .args([
+            "opt-at-k",
+            "--model",
+            "test-model",
+            "--k",
+            k,
+            "--run-id",
+            run_id,
+        ])
+        .args(extra)
+        .arg("--dataset")
+        .arg(ds)
+        .arg("--predictions")
+        .arg(preds)
+        .arg("--results-dir")
+        .arg(out))
+}
+
+#[test]
+fn a_process_that_outlives_its_run_as_a_zombie_leader_is_killed() {
+    if !docker_available("zombie_leader") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "burner", SLOW, FAST, "");
+    let preds = tmp.path().join("p.jsonl");
+    let patch = diff("mod.py", SLOW, &format!("{ZOMBIE_BURNER}{SLOW}"));
+    predictions(&preds, &[("burner", Some(&patch))]);
+    let out = tmp.path().join("out");
+    // GSO's protocol: one container per variant, a fixed number of runs, every run counted.
+    let o = opt_at_k(
+        &ds,
+        &out,
+        &preds,
+        "zombie",
+        "1",
+        &["--criterion", "gso", "--min-rounds", "6"],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let rep = read_json(&out.join("zombie/test-model/burner/0/report.json"));
+    assert_eq!(rep["status"], "passed", "{rep}");
+    assert_eq!(
+        rep["opt_base"], false,
+        "base's own code is not faster than base: {rep}"
+    );
+    let bench = read_json(&out.join("zombie/test-model/burner/0/bench.json"));
+    let runs: Vec<&serde_json::Value> = bench["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["variant"] == "s0")
+        .collect();
+    assert!(runs.len() >= 6);
+    assert!(
+        runs.iter()
+            .all(|r| r["lingering_killed"].as_u64().unwrap_or(0) >= 1),
+        "the burner is killed after every run: {runs:?}"
+    );
+    assert!(containers_of_run("zombie").is_empty());
+    // This task's bench prints the same answer every round (it ignores the seed): the run
+    // says so, beside the sample and in summary.md.
+    assert!(
+        rep["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("1 distinct value(s)")),
+        "{rep}"
+    );
+    let summary = std::fs::read_to_string(out.join("zombie/summary.md")).unwrap();
+    assert!(summary.contains("## Task warnings"), "{summary}");
+}
+
+#[test]
+fn fixing_a_tasks_check_measures_its_saved_samples_again() {
+    if !docker_available("stale_results") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "unchecked", SLOW, FAST, "");
+    let toml = ds.join("unchecked/task.toml");
+    let checked = std::fs::read_to_string(&toml).unwrap();
+    // The task as first written: the bench's output not checked.
+    std::fs::write(
+        &toml,
+        checked.replace(
+            "[[bench]]\n",
+            "[[bench]]\ncheck_output = false\nno_check_reason = \"written in a hurry\"\n",
+        ),
+    )
+    .unwrap();
+    // A sample that prints a number and skips the work when run as the bench.
+    let cheat = format!(
+        "import sys as _s, os as _o\nif _s.argv[0].endswith('bench.py'):\n    print(42, flush=True)\n    _o._exit(0)\n{SLOW}"
+    );
+    let preds = tmp.path().join("p.jsonl");
+    predictions(
+        &preds,
+        &[("unchecked", Some(&diff("mod.py", SLOW, &cheat)))],
+    );
+    let out = tmp.path().join("out");
+    let args = ["--min-rounds", "3", "--max-rounds", "3", "--replicas", "1"];
+    let o = opt_at_k(&ds, &out, &preds, "stale", "1", &args);
+    assert_eq!(o.status.code(), Some(0));
+    let report = out.join("stale/test-model/unchecked/0/report.json");
+    assert_eq!(read_json(&report)["status"], "passed");
+    // The task is fixed: its output is checked. The same command must not reuse the result.
+    std::fs::write(&toml, &checked).unwrap();
+    let o = opt_at_k(&ds, &out, &preds, "stale", "1", &args);
+    assert_eq!(o.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("(0 already done)"),
+        "the saved sample is measured again: {stderr}"
+    );
+    let rep = read_json(&report);
+    assert_eq!(rep["status"], "test_failed", "{rep}");
+    assert!(
+        rep["detail"]
+            .as_str()
+            .unwrap()
+            .contains("differs from base")
+    );
+}
+
+#[test]
+fn a_run_killed_outright_leaves_reports_that_say_partial() {
+    if !docker_available("killed_run_reports") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "slow-task", SLOW, FAST, "");
+    let out = tmp.path().join("out");
+    let one = tmp.path().join("one.jsonl");
+    predictions(&one, &[("slow-task", Some(&diff("mod.py", SLOW, FAST)))]);
+    let args = ["--min-rounds", "3", "--max-rounds", "3", "--replicas", "1"];
+    let o = opt_at_k(&ds, &out, &one, "killed", "2", &args);
+    assert_eq!(o.status.code(), Some(0));
+    let run_dir = out.join("killed");
+    let summary = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
+    assert!(!summary.contains("partial"), "{summary}");
+
+    // The same run with a second sample, killed with SIGKILL once it is under way.
+    let two = tmp.path().join("two.jsonl");
+    std::fs::write(&two, std::fs::read_to_string(&one).unwrap().repeat(2)).unwrap();
+    let mut child = harness()
+        .args([
+            "opt-at-k",
+            "--model",
+            "test-model",
+            "--k",
+            "2",
+            "--run-id",
+            "killed",
+        ])
+        .args(args)
+        .arg("--dataset")
+        .arg(&ds)
+        .arg("--predictions")
+        .arg(&two)
+        .arg("--results-dir")
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = stderr_lines(&mut child);
+    wait_for(&lines, "already done");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    child.kill().unwrap();
+    let _ = child.wait();
+
+    let summary = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
+    assert!(summary.contains("(partial)"), "{summary}");
+    assert!(summary.contains("has not finished"), "{summary}");
+    let gso = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(".killed.report.json"))
+                && !p.to_string_lossy().contains("opt@")
+        })
+        .unwrap();
+    let report = read_json(&gso);
+    assert_eq!(report["complete"], false, "{report}");
+    // The containers the killed run left are removed by the next start.
+    let o = opt_at_k(&ds, &out, &two, "killed", "2", &args);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(containers_of_run("killed").is_empty());
+    let summary = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
+    assert!(!summary.contains("partial"), "{summary}");
+}
