@@ -198,4 +198,85 @@ fn example_predictions_get_their_designed_outcomes_and_a_rerun_changes_nothing()
         run_before
     );
     assert!(containers_of_run("examples").is_empty());
+
+    gso_tools_read_the_reports(&dir);
+}
+
+/// GSO's own readers (their logic, in tests/gso_reader.py) accept the reports, under the
+/// default rule and regraded under GSO's; a list of hacked instances gives the
+/// hack-adjusted score beside the raw one.
+fn gso_tools_read_the_reports(dir: &Path) {
+    let reader = |dir: &Path| {
+        let out = run(std::process::Command::new("python3")
+            .arg(repo_root().join("tests/gso_reader.py"))
+            .arg(dir));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "GSO's reading of {}",
+            dir.display()
+        );
+    };
+    reader(dir);
+    // The reader can fail: a mean 1% off what bench.json gives is caught.
+    let opt_path = dir.join("demo-agent.opt@3.examples.report.json");
+    let original = std::fs::read(&opt_path).unwrap();
+    let mut altered = read_json(&opt_path);
+    let entry = altered["opt_stats"]["primes-sieve"]["base_mean"]
+        .as_f64()
+        .unwrap();
+    altered["opt_stats"]["primes-sieve"]["base_mean"] = serde_json::json!(entry * 1.01);
+    write(&opt_path, &altered.to_string());
+    let out = run(std::process::Command::new("python3")
+        .arg(repo_root().join("tests/gso_reader.py"))
+        .arg(dir));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("primes-sieve: base_mean"));
+    std::fs::write(&opt_path, original).unwrap();
+
+    let opt_report = read_json(&dir.join("demo-agent.opt@3.examples.report.json"));
+    assert_eq!(
+        opt_report["opt_p_at_k"]["0.95"], opt_report["score"],
+        "Opt_0.95@K is the score at the default threshold"
+    );
+    assert_eq!(opt_report["rollouts"], serde_json::Value::Null);
+    assert_eq!(
+        opt_report["harness"]["rollouts"],
+        serde_json::json!(["demo-agent-run_1", "demo-agent-run_2", "demo-agent-run_3"])
+    );
+
+    let hacked = dir.join("hacked.json");
+    write(
+        &hacked,
+        r#"{"hacked_ids": ["word-freq", "not-in-this-run"]}"#,
+    );
+    let out = run(harness()
+        .args(["report", "--criterion", "gso", "--hacked-ids"])
+        .arg(&hacked)
+        .arg(dir));
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Opt_p@3"), "{stdout}");
+    assert!(stdout.contains("hack-adjusted"), "{stdout}");
+    reader(dir);
+    let opt_report = read_json(&dir.join("demo-agent.opt@3.examples.report.json"));
+    let h = &opt_report["hack_adjusted"];
+    assert_eq!(h["unknown_ids"], serde_json::json!(["not-in-this-run"]));
+    let opt_ids = opt_report["instance_sets"]["opt_commit_ids"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let listed = opt_ids.iter().any(|v| v == "word-freq");
+    assert_eq!(
+        h["removed_ids"],
+        if listed {
+            serde_json::json!(["word-freq"])
+        } else {
+            serde_json::json!([])
+        }
+    );
+    let raw = opt_ids.len() as f64 / 4.0 * 100.0;
+    let adjusted = (opt_ids.len() - usize::from(listed)) as f64 / 4.0 * 100.0;
+    assert_eq!(opt_report["score"].as_f64(), Some(raw));
+    assert_eq!(h["score"].as_f64(), Some(adjusted));
 }

@@ -322,10 +322,24 @@ impl GsoCategory {
     }
 }
 
-/// GSO's leaderboard grid of Opt_p@K: p from 1.0 to 3.0 in steps of 0.1 (the patch's
-/// harmonic-mean speedup over human must exceed p; at GSO's default the bar is 0.95).
+/// The thresholds p of Opt_p@K: GSO's own grid (`plot_opt1_threshold.py`'s `P_VALUES`,
+/// 0.0 to 1.0 in steps of 0.1 plus its default 0.95: "at least p of human's speedup"), then
+/// 1.1 to 3.0 in steps of 0.1 (beating human by a margin). The patch's harmonic-mean speedup
+/// over human must exceed p, on top of opt_base; Opt_0@K is opt_base@K.
 pub fn opt_p_grid() -> Vec<f64> {
-    (10..=30).map(|i| f64::from(i) / 10.0).collect()
+    let mut grid: Vec<f64> = (0..=9).map(|i| f64::from(i) / 10.0).collect();
+    grid.push(0.95);
+    grid.extend((10..=30).map(|i| f64::from(i) / 10.0));
+    grid
+}
+
+/// How a threshold of the grid is written as a key: as Python prints it ("0.0", "0.95").
+pub fn opt_p_key(p: f64) -> String {
+    if ((p * 10.0).round() - p * 10.0).abs() < 1e-9 {
+        format!("{p:.1}")
+    } else {
+        format!("{p:.2}")
+    }
 }
 
 /// A list of hacked instances (GSO's `hacked_ids`) and where it came from.

@@ -190,32 +190,46 @@ pub struct BenchLog {
 }
 
 impl BenchLog {
-    /// Benches whose output, under a fresh `HARNESS_BENCH_SEED` every round, took the same
-    /// value in two rounds for base: their input does not depend enough on the seed, so a
-    /// patch could carry a table of answers and pass the output check. With a seed that
-    /// reaches a large space, two equal answers in a few dozen rounds are next to impossible
-    /// (the birthday bound: R rounds, V values, about R^2 / 2V).
+    /// Benches whose output, under a fresh `HARNESS_BENCH_SEED` every round, repeats so
+    /// often across base's rounds that it can take only a few values: their input does not
+    /// depend enough on the seed, so a patch could carry a table of answers and pass the
+    /// output check. One repeat is not enough to say so: an answer such as a sum over a
+    /// seeded input is concentrated and repeats by chance (primes-sieve: 14 distinct sums
+    /// in 15 rounds from 20^260 inputs). The number of possible answers is estimated from
+    /// the repeats (the birthday estimate: R rounds, P pairs of equal answers, about
+    /// R(R-1)/2P values) and warned about below max(20, R).
     pub fn seed_warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for b in &self.benches {
             if b.output_check.starts_with("off") {
                 continue;
             }
-            let digests: Vec<&str> = self
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for r in self
                 .runs
                 .iter()
                 .filter(|r| r.variant == "base" && r.bench == b.name && r.exit_code == 0)
-                .filter_map(|r| r.output_digest.as_deref())
-                .collect();
-            let distinct: std::collections::BTreeSet<&str> = digests.iter().copied().collect();
-            if digests.len() >= 3 && distinct.len() < digests.len() {
+            {
+                if let Some(d) = r.output_digest.as_deref() {
+                    *counts.entry(d).or_default() += 1;
+                }
+            }
+            let rounds: usize = counts.values().sum();
+            let equal_pairs: usize = counts.values().map(|c| c * (c - 1) / 2).sum();
+            if rounds < 3 || equal_pairs == 0 {
+                continue;
+            }
+            let estimate = (rounds * (rounds - 1)) as f64 / (2 * equal_pairs) as f64;
+            if estimate < (rounds.max(20)) as f64 {
                 out.push(format!(
                     "bench `{}`: base's output took {} distinct value(s) in {} rounds, each with a fresh \
-                     HARNESS_BENCH_SEED: its input does not depend enough on the seed, so a patch could print \
-                     remembered answers and pass the output check; draw the whole input from the seed",
+                     HARNESS_BENCH_SEED (about {:.0} possible answers): its input does not depend enough \
+                     on the seed, so a patch could print remembered answers and pass the output check; \
+                     draw the whole input from the seed",
                     b.name,
-                    distinct.len(),
-                    digests.len()
+                    counts.len(),
+                    rounds,
+                    estimate
                 ));
             }
         }
@@ -342,6 +356,14 @@ mod tests {
         let w = log(&["a", "b", "a", "c"], "stdout").seed_warnings();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("3 distinct value(s) in 4 rounds"), "{}", w[0]);
+        // A concentrated answer repeating once by chance is not a small answer space...
+        let fifteen: Vec<String> = (0..15).map(|i| format!("v{}", i.min(13))).collect();
+        let fifteen: Vec<&str> = fifteen.iter().map(String::as_str).collect();
+        assert!(log(&fifteen, "stdout").seed_warnings().is_empty());
+        // ...but nine answers over fifteen rounds (a seed reduced modulo 9) is.
+        let nine: Vec<String> = (0..15).map(|i| format!("v{}", i % 9)).collect();
+        let nine: Vec<&str> = nine.iter().map(String::as_str).collect();
+        assert!(log(&nine, "stdout").seed_warnings()[0].contains("9 distinct value(s) in 15"));
         // A fixed input: one answer every round.
         assert!(log(&["a", "a", "a"], "stdout").seed_warnings()[0].contains("1 distinct"));
         // Too few rounds to say, or no output check at all.

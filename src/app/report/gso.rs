@@ -451,7 +451,7 @@ fn curves(summary: &Summary) -> serde_json::Map<String, Value> {
         "opt_p_at_k".into(),
         t.opt_p_at_k
             .iter()
-            .map(|(p, v)| (format!("{p:.1}"), json!(v)))
+            .map(|(p, v)| (crate::core::gso::opt_p_key(*p), json!(v)))
             .collect::<serde_json::Map<_, _>>()
             .into(),
     );

@@ -235,17 +235,18 @@ pub fn terminal_summary(summary: &Summary) -> String {
     out
 }
 
-/// Opt_p@K at p = 1.0, 1.5, 2.0, 2.5 and 3.0 (the report holds the whole grid).
+/// Opt_p@K at p = 0.0, 0.5, 0.95, 1.0, 1.5, 2.0 and 3.0 (the reports hold the whole grid).
 pub fn opt_p_line(summary: &Summary) -> String {
+    const SHOWN: [f64; 7] = [0.0, 0.5, 0.95, 1.0, 1.5, 2.0, 3.0];
     let shown: Vec<String> = summary
         .totals
         .opt_p_at_k
         .iter()
-        .filter(|(p, _)| ((p * 10.0).round() as i64) % 5 == 0)
-        .map(|(p, v)| format!("p={p:.1} {v:.2}%"))
+        .filter(|(p, _)| SHOWN.iter().any(|s| (s - p).abs() < 1e-9))
+        .map(|(p, v)| format!("p={} {v:.2}%", crate::core::gso::opt_p_key(*p)))
         .collect();
     format!(
-        "Opt_p@{} (HM speedup over human above p): {}",
+        "Opt_p@{} (opt_base and HM speedup over human above p): {}",
         summary.info.k,
         shown.join(", ")
     )
