@@ -263,6 +263,11 @@ pub struct OptAtKArgs {
     /// Predictions file (JSONL or JSON); repeat for K files, file order = sample index.
     #[arg(long, required = true)]
     pub predictions: Vec<PathBuf>,
+    /// Each --predictions file is one rollout of --model whatever `model_name_or_path` its
+    /// rows give (GSO's rollout files, `<model>-run_1`, `<model>-run_2`, ...): file i is
+    /// sample i, and the GSO rollout reports keep each file's name.
+    #[arg(long)]
+    pub rollout_per_file: bool,
     /// Samples per instance to evaluate.
     #[arg(long)]
     pub k: usize,
@@ -528,5 +533,6 @@ fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
         gpu: a.gpu.options(),
         partition: a.common.partition.clone(),
         hacked_ids: a.hacked_ids.clone(),
+        rollout_per_file: a.rollout_per_file,
     })
 }

@@ -294,6 +294,7 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
         gpu: o.gpu.clone(),
         partition: None,
         hacked_ids: None,
+        rollout_per_file: false,
     })?;
     let outcome = crate::app::opt_at_k::run(&plan).await?;
     print!("{}", three_way(&found, &model, &outcome.summary));

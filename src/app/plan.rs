@@ -37,6 +37,8 @@ pub struct RunPlan {
     pub partition: Option<crate::core::partition::Partition>,
     /// `--hacked-ids FILE`, read.
     pub hacked: Option<crate::core::gso::HackedIds>,
+    /// `--rollout-per-file`.
+    pub rollout_per_file: bool,
 }
 
 /// The flags as given.
@@ -58,6 +60,8 @@ pub struct RawRunOptions {
     pub partition: Option<String>,
     /// `--hacked-ids FILE`.
     pub hacked_ids: Option<PathBuf>,
+    /// `--rollout-per-file`.
+    pub rollout_per_file: bool,
 }
 
 impl RunPlan {
@@ -146,6 +150,7 @@ impl RunPlan {
                 .as_deref()
                 .map(crate::core::gso::load_hacked_ids)
                 .transpose()?,
+            rollout_per_file: raw.rollout_per_file,
         })
     }
 }

@@ -299,6 +299,7 @@ pub fn has_row(path: &Path, model: &str, instance: &str) -> bool {
             &crate::core::predictions::LoadOptions {
                 model: model.to_string(),
                 max_patch_bytes: crate::core::patch::MAX_PATCH_BYTES,
+                rollout_per_file: false,
             },
         )
         .is_ok_and(|p| p.by_instance.contains_key(instance))

@@ -316,6 +316,7 @@ pub fn preflight(entry: &EntryPlan) -> Result<Vec<String>> {
         &crate::core::predictions::LoadOptions {
             model: entry.model.clone(),
             max_patch_bytes: crate::core::patch::MAX_PATCH_BYTES,
+            rollout_per_file: false,
         },
     )?;
     if predictions.total() == 0 {

@@ -92,6 +92,7 @@ fn entry_plan(
         gpu: o.gpu.clone(),
         partition: None,
         hacked_ids: None,
+        rollout_per_file: false,
     })
 }
 

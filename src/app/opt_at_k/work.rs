@@ -78,6 +78,7 @@ pub(super) fn read_predictions(
         &LoadOptions {
             model: plan.model.clone(),
             max_patch_bytes: crate::core::patch::MAX_PATCH_BYTES,
+            rollout_per_file: plan.rollout_per_file,
         },
     )?;
     for w in &predictions.warnings {

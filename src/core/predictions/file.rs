@@ -46,6 +46,8 @@ pub(super) struct FileScan<'a> {
     pub(super) warnings: Vec<String>,
     /// Foreign model name -> places.
     pub(super) foreign: BTreeMap<String, Vec<String>>,
+    /// With `rollout_per_file`: the model the file's first named row gives.
+    pub(super) rollout: Option<String>,
     /// Unknown field -> places.
     pub(super) unknown: BTreeMap<String, Vec<String>>,
     /// Rows without `model_patch`, by the unknown fields they had.
@@ -64,6 +66,7 @@ impl<'a> FileScan<'a> {
             },
             warnings: Vec::new(),
             foreign: BTreeMap::new(),
+            rollout: None,
             unknown: BTreeMap::new(),
             missing_patch: BTreeMap::new(),
         }
@@ -230,7 +233,15 @@ impl<'a> FileScan<'a> {
                 String::new()
             }
         };
-        if !model.is_empty() && model != self.opts.model {
+        let wanted = if self.opts.rollout_per_file {
+            if self.rollout.is_none() && !model.is_empty() {
+                self.rollout = Some(model.clone());
+            }
+            self.rollout.clone().unwrap_or_default()
+        } else {
+            self.opts.model.clone()
+        };
+        if !model.is_empty() && !wanted.is_empty() && model != wanted {
             self.foreign.entry(model).or_default().push(loc);
             return;
         }
@@ -323,6 +334,15 @@ impl<'a> FileScan<'a> {
         let json = self.rows.json;
         let mut out = std::mem::take(&mut self.warnings);
         for (name, locs) in &self.foreign {
+            if let Some(rollout) = &self.rollout {
+                out.push(format!(
+                    "{file}: {} row(s) ({}) are for model_name_or_path {name:?}, not this \
+                     file's rollout {rollout:?} (its first row); not used: one file, one rollout",
+                    locs.len(),
+                    places(json, locs),
+                ));
+                continue;
+            }
             out.push(format!(
                 "{file}: {} row(s) ({}) are for model_name_or_path {name:?}, not --model {:?}; \
                  not used (run with --model {} to evaluate them)",

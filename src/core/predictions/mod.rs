@@ -92,6 +92,10 @@ pub struct LoadOptions {
     /// `--model`: rows naming another `model_name_or_path` are not used.
     pub model: String,
     pub max_patch_bytes: usize,
+    /// `--rollout-per-file`: each file is one rollout of `model` whatever the
+    /// `model_name_or_path` its rows give (GSO's `...-run_1`, `...-run_2`); within a file,
+    /// rows naming another model than its first named row are still not used.
+    pub rollout_per_file: bool,
 }
 
 /// Loads the predictions of `opts.model`. With several files, file i holds sample i; with

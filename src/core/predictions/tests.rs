@@ -14,6 +14,7 @@ fn opts() -> LoadOptions {
     LoadOptions {
         model: "m".into(),
         max_patch_bytes: 1 << 20,
+        rollout_per_file: false,
     }
 }
 
@@ -160,6 +161,7 @@ fn a_patch_over_max_patch_bytes_is_kept_as_size_and_hash() {
     let o = LoadOptions {
         model: "m".into(),
         max_patch_bytes: 10,
+        rollout_per_file: false,
     };
     let preds = load(&[p], &o).unwrap();
     assert_eq!(
@@ -199,6 +201,7 @@ fn a_json_document_also_turns_oversize_patches_into_too_large() {
     let o = LoadOptions {
         model: "m".into(),
         max_patch_bytes: 10,
+        rollout_per_file: false,
     };
     let sha = sha256_hex(b"0123456789ABC");
     let too_large = PatchBody::TooLarge {
@@ -253,6 +256,7 @@ fn other_models_rows_are_skipped_with_one_warning_per_file_and_name() {
     let o = LoadOptions {
         model: "demo".into(),
         max_patch_bytes: 1 << 20,
+        rollout_per_file: false,
     };
     let preds = load(&[p], &o).unwrap();
     assert_eq!(
@@ -641,8 +645,52 @@ fn the_example_predictions_load_cleanly() {
     let o = LoadOptions {
         model: "demo-agent".into(),
         max_patch_bytes: crate::core::patch::MAX_PATCH_BYTES,
+        rollout_per_file: false,
     };
     let preds = load(&[p], &o).unwrap();
     assert!(preds.warnings.is_empty(), "{:?}", preds.warnings);
     assert!(preds.total() > 0);
+}
+
+#[test]
+fn rollout_files_under_their_own_names_are_k_samples_of_one_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = |model: &str, id: &str, patch: &str| {
+        serde_json::json!({"instance_id": id, "model_name_or_path": model, "model_patch": patch})
+            .to_string()
+    };
+    let a = write(
+        dir.path(),
+        "run_1.jsonl",
+        &[row("m-run_1", "x", "A"), row("m-run_1", "y", "B")].join("\n"),
+    );
+    let b = write(
+        dir.path(),
+        "run_2.jsonl",
+        // A second model mixed into one rollout file: not used, and said so.
+        &[row("m-run_2", "x", "C"), row("other", "y", "D")].join("\n"),
+    );
+    let files = [a, b];
+
+    // Without the flag, GSO's rollout names are other models: nothing is used.
+    let plain = load(&files, &opts()).unwrap();
+    assert_eq!(plain.total(), 0);
+    assert!(plain.warnings.iter().any(|w| w.contains("\"m-run_1\"")));
+
+    let per_file = LoadOptions {
+        rollout_per_file: true,
+        ..opts()
+    };
+    let p = load(&files, &per_file).unwrap();
+    assert_eq!(texts(&p, "x"), vec![(0, "A".into()), (1, "C".into())]);
+    assert_eq!(texts(&p, "y"), vec![(0, "B".into())]);
+    assert_eq!(p.by_instance["x"][&0].model_name_or_path, "m-run_1");
+    assert_eq!(p.by_instance["x"][&1].model_name_or_path, "m-run_2");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("\"other\"") && w.contains("one file, one rollout")),
+        "{:?}",
+        p.warnings
+    );
 }
