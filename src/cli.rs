@@ -247,12 +247,45 @@ pub struct LocalArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct TasksArgs {
     #[arg(long, default_value = "tasks")]
     pub dataset: PathBuf,
     /// Where sources fetched from git are cached.
     #[arg(long, default_value = "evaluation_results")]
     pub results_dir: PathBuf,
+    #[command(subcommand)]
+    pub action: Option<TasksCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// GSO's dataset rows (JSON Lines or a JSON list) as task folders, one per row, each on
+    /// GSO's prebuilt instance image.
+    #[command(name = "import-gso")]
+    ImportGso(ImportGsoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportGsoArgs {
+    /// The rows: GSO's dataset as JSON Lines or a JSON list.
+    pub rows: PathBuf,
+    /// Where the task folders go (a dataset for --dataset).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The images' name prefix: `<prefix>.<arch>.<instance_id lowercased>:<tag>`.
+    #[arg(long, default_value = "gso.eval")]
+    pub image_prefix: String,
+    /// Run the tasks without network (GSO's tests download their data: only for tests
+    /// whose data is in the image).
+    #[arg(long)]
+    pub no_network: bool,
+    /// Cores per container.
+    #[arg(long, default_value_t = 2.0)]
+    pub cpus: f64,
+    /// Memory per container.
+    #[arg(long, default_value = "8g")]
+    pub memory: String,
 }
 
 #[derive(Debug, Args)]
@@ -473,6 +506,17 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             )
             .await
         }
+        Command::Tasks(TasksArgs {
+            action: Some(TasksCommand::ImportGso(a)),
+            ..
+        }) => crate::app::import_gso::command(crate::app::import_gso::ImportOptions {
+            rows: a.rows,
+            out: a.out,
+            image_prefix: a.image_prefix,
+            network: !a.no_network,
+            cpus: a.cpus,
+            memory: a.memory,
+        }),
         Command::Tasks(a) => tasks::command(&a.dataset, &a.results_dir),
         Command::Agent(AgentCommand::Run(a)) => {
             agent::command(

@@ -7,6 +7,7 @@ pub mod build;
 pub mod ci;
 pub mod doctor;
 pub mod images;
+pub mod import_gso;
 pub mod local;
 pub mod merge;
 pub mod opt_at_k;

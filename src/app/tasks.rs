@@ -50,6 +50,14 @@ pub fn task_commits(task: &Task, material: &Material) -> Result<TaskCommits> {
             }
         }
         (Source::Folder(_), _) => made()?,
+        // Base is the image's own tree, which never leaves it: the image names it.
+        (Source::Image { image }, _) => TaskCommits {
+            base: format!("image {image}"),
+            human: format!(
+                "patch sha256:{}",
+                crate::core::digest::sha256_hex(material.human_patch.as_bytes())
+            ),
+        },
     };
     if let Some(stated) = &task.commits {
         for (what, said, got) in [
@@ -270,6 +278,7 @@ mod tests {
                     },
                 },
             ],
+            image_files: Vec::new(),
             human_patch: human_patch.into(),
             digest: String::new(),
         }

@@ -16,6 +16,7 @@ pub mod predictions;
 pub mod replicated;
 pub mod results;
 pub mod rule;
+pub mod secrets;
 pub mod settings;
 pub mod stats;
 pub mod summary;

@@ -1,30 +1,5 @@
-//! An agent's secrets: read from the harness's environment at run time, redacted from every
-//! log in every form the harness recognises, and refused in a patch.
-
-use anyhow::{Result, bail};
-
-use super::Agent;
-
-/// The secret values of `agent.env`, from the harness's environment; a clear error naming
-/// every one that is missing.
-pub fn secrets(agent: &Agent) -> Result<Vec<(String, String)>> {
-    let mut found = Vec::new();
-    let mut missing = Vec::new();
-    for name in &agent.env {
-        match std::env::var(name) {
-            Ok(v) if !v.is_empty() => found.push((name.clone(), v)),
-            _ => missing.push(name.as_str()),
-        }
-    }
-    if !missing.is_empty() {
-        bail!(
-            "agent {} needs {} in the environment (set when the harness runs; never stored)",
-            agent.name,
-            missing.join(", ")
-        );
-    }
-    Ok(found)
-}
+//! Secret values (an agent's keys, a task's `[env] pass` variables): redacted from every log
+//! in every form the harness recognises, and refused in a patch.
 
 /// The forms of a secret value that are replaced in logs and refused in patches: the value,
 /// its base64 (standard and URL-safe, at each of the three alignments it can take inside a
@@ -144,8 +119,6 @@ pub fn secret_in<'a>(patch: &str, secrets: &'a [(String, String)]) -> Option<&'a
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::agent::Agent;
-    use std::time::Duration;
 
     #[test]
     fn secrets_are_redacted_and_missing_ones_named() {
@@ -180,18 +153,5 @@ mod tests {
         assert_eq!(secret_in("+nothing to see here\n", &s), None);
         // base64 of "hello" cut at the value's own bytes, as Python would encode it.
         assert_eq!(base64(b"hello", BASE64_STD), "aGVsbG8");
-        let agent = Agent {
-            name: "x".into(),
-            command: "true".into(),
-            script: None,
-            setup: Vec::new(),
-            env: vec!["HARNESS_TEST_SURELY_UNSET_VARIABLE".into()],
-            network: false,
-            time_limit: Duration::from_secs(1),
-            cpus: None,
-            memory_bytes: None,
-        };
-        let e = secrets(&agent).unwrap_err().to_string();
-        assert!(e.contains("HARNESS_TEST_SURELY_UNSET_VARIABLE"), "{e}");
     }
 }

@@ -369,7 +369,7 @@ impl Protection {
     pub fn guard_config(
         &self,
         extras: &[String],
-        source_mtime: u64,
+        source_mtime: Option<u64>,
         disk_limit: i64,
     ) -> serde_json::Value {
         serde_json::json!({

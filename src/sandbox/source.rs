@@ -27,6 +27,8 @@ pub struct Entry {
 pub struct Material {
     pub entries: Vec<Entry>,
     pub human_patch: String,
+    /// `[image] files`: (absolute path in the image, bytes).
+    pub image_files: Vec<(String, Vec<u8>)>,
     /// sha256 of everything above.
     pub digest: String,
 }
@@ -69,6 +71,8 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
             let repo = clone_url(url, cache_dir)?;
             (git_archive(&repo, base_commit)?, Some(repo))
         }
+        // The tree stays in the image; the image tag covers it through the base image's id.
+        Source::Image { .. } => (Vec::new(), None),
     };
     let human_patch = match &task.human {
         HumanRef::Patch(p) => std::fs::read_to_string(p)
@@ -79,7 +83,9 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
                 .context("human.commit needs a git source")?;
             let base = match &task.source {
                 Source::Git { base_commit, .. } | Source::Url { base_commit, .. } => base_commit,
-                Source::Folder(_) => bail!("human.commit needs a git source"),
+                Source::Folder(_) | Source::Image { .. } => {
+                    bail!("human.commit needs a git source")
+                }
             };
             git(
                 repo,
@@ -94,15 +100,22 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
             task.toml_path.display()
         );
     }
-    let digest = digest_of(&entries, &human_patch);
+    let mut image_files = Vec::new();
+    for (target, path) in &task.image_files {
+        let data =
+            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        image_files.push((target.clone(), data));
+    }
+    let digest = digest_of(&entries, &human_patch, &image_files);
     Ok(Material {
         entries,
         human_patch,
+        image_files,
         digest,
     })
 }
 
-fn digest_of(entries: &[Entry], human_patch: &str) -> String {
+fn digest_of(entries: &[Entry], human_patch: &str, image_files: &[(String, Vec<u8>)]) -> String {
     let mut h = Sha256::new();
     for e in entries {
         h.update(e.path.as_bytes());
@@ -121,6 +134,10 @@ fn digest_of(entries: &[Entry], human_patch: &str) -> String {
     }
     h.update(b"human:");
     h.update(human_patch.as_bytes());
+    for (target, data) in image_files {
+        h.update(format!("\0file:{target}:{}:", data.len()).as_bytes());
+        h.update(data);
+    }
     hex::encode(h.finalize())
 }
 

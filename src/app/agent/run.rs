@@ -43,6 +43,7 @@ pub async fn run_once(
         resources,
         cpuset: None,
         gpu_ids: Vec::new(),
+        env: Vec::new(),
     };
     let sandbox = Sandbox::start(engine, &spec).await?;
     let result = drive(&sandbox, agent, task, sample, &secrets, log_path).await;

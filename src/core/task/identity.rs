@@ -21,6 +21,11 @@ impl Task {
             protected_set: _,
             base_image,
             setup,
+            // The files' contents are in the material digest.
+            image_files: _,
+            // Names only: which variables a run passes is not a result's input (their
+            // values never are).
+            env_pass: _,
             setup_timeout,
             install,
             install_timeout,

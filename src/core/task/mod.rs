@@ -35,6 +35,10 @@ pub enum Source {
     Git { repo: PathBuf, base_commit: String },
     /// A git URL, cloned on the host, at `base_commit`.
     Url { url: String, base_commit: String },
+    /// A prebuilt image (GSO's instance images) whose `/testbed` is a git repository at
+    /// base: used as it is, never copied to or from the host; the task image is a thin layer
+    /// over it (the harness's guard, the task's files, the lock).
+    Image { image: String },
 }
 
 /// The human reference optimisation.
@@ -164,6 +168,11 @@ pub struct Task {
     pub human: HumanRef,
     pub base_image: String,
     pub setup: Vec<String>,
+    /// `[image] files`: (absolute path in the image, file of the task folder), installed
+    /// root-owned and read-only.
+    pub image_files: Vec<(String, PathBuf)>,
+    /// `[env] pass`: variables taken from the harness's environment at run time.
+    pub env_pass: Vec<String>,
     pub setup_timeout: Duration,
     pub install: Vec<String>,
     pub install_timeout: Duration,

@@ -23,7 +23,8 @@ pub(super) fn task(dir: &Path, toml_path: &Path, text: &str) -> Result<Task> {
     let id = instance_id(dir, raw.instance_id, field_err)?;
     let source = source(dir, raw.source, field_err)?;
     let human = human(dir, raw.human, &source, field_err)?;
-    let image = image(raw.image, &raw.install, &raw.test, field_err)?;
+    let image = image(dir, raw.image, &source, &raw.install, &raw.test, field_err)?;
+    let env_pass = env_pass(raw.env, field_err)?;
     if raw.bench.is_empty() {
         return Err(field_err(
             "bench",
@@ -54,6 +55,8 @@ pub(super) fn task(dir: &Path, toml_path: &Path, text: &str) -> Result<Task> {
         human,
         base_image: image.base_image,
         setup: image.setup,
+        image_files: image.files,
+        env_pass,
         setup_timeout: image.setup_timeout,
         install: raw.install.commands,
         install_timeout: image.install_timeout,
@@ -94,6 +97,17 @@ fn instance_id(dir: &Path, given: Option<String>, field_err: &FieldErr) -> Resul
 }
 
 fn source(dir: &Path, raw: RawSource, field_err: &FieldErr) -> Result<Source> {
+    if let Some(image) = raw.image {
+        if raw.path.is_some() || raw.git.is_some() || raw.url.is_some() || raw.base_commit.is_some()
+        {
+            return Err(field_err(
+                "source.image",
+                "takes no path, git, url or base_commit: base is the image's /testbed".into(),
+            ));
+        }
+        let image = nonempty(&image).ok_or_else(|| field_err("source.image", "is empty".into()))?;
+        return Ok(Source::Image { image });
+    }
     Ok(match (raw.path, raw.git, raw.url, raw.base_commit) {
         (Some(p), None, None, None) => {
             let path = dir.join(&p);
@@ -159,10 +173,10 @@ fn human(dir: &Path, raw: RawHuman, source: &Source, field_err: &FieldErr) -> Re
             HumanRef::Patch(path)
         }
         (None, Some(c)) => {
-            if matches!(source, Source::Folder(_)) {
+            if matches!(source, Source::Folder(_) | Source::Image { .. }) {
                 return Err(field_err(
                     "human.commit",
-                    "needs a git source (source.git or source.url); use human.patch with source.path".into(),
+                    "needs a git source (source.git or source.url); use human.patch with source.path or source.image".into(),
                 ));
             }
             HumanRef::Commit(
@@ -182,21 +196,34 @@ fn human(dir: &Path, raw: RawHuman, source: &Source, field_err: &FieldErr) -> Re
 struct Image {
     base_image: String,
     setup: Vec<String>,
+    files: Vec<(String, std::path::PathBuf)>,
     setup_timeout: Duration,
     install_timeout: Duration,
     test_timeout: Duration,
 }
 
 fn image(
+    dir: &Path,
     raw: RawImage,
+    source: &Source,
     install: &RawInstall,
     test: &RawTest,
     field_err: &FieldErr,
 ) -> Result<Image> {
-    let base_image = raw.base.unwrap_or_else(|| DEFAULT_BASE_IMAGE.to_string());
+    let base_image = match (source, raw.base) {
+        (Source::Image { .. }, Some(_)) => {
+            return Err(field_err(
+                "image.base",
+                "is the prebuilt image of source.image; give one of them".into(),
+            ));
+        }
+        (Source::Image { image }, None) => image.clone(),
+        (_, base) => base.unwrap_or_else(|| DEFAULT_BASE_IMAGE.to_string()),
+    };
     if base_image.trim().is_empty() {
         return Err(field_err("image.base", "is empty".into()));
     }
+    let files = image_files(dir, raw.files, field_err)?;
     let setup_timeout = duration(
         raw.setup_timeout,
         DEFAULT_SETUP_TIMEOUT_S,
@@ -222,10 +249,83 @@ fn image(
     Ok(Image {
         base_image,
         setup: raw.setup,
+        files,
         setup_timeout,
         install_timeout,
         test_timeout,
     })
+}
+
+/// `[image] files`: absolute paths outside the tree and the harness's folders, each from a
+/// file of the task folder.
+fn image_files(
+    dir: &Path,
+    raw: std::collections::BTreeMap<String, String>,
+    field_err: &FieldErr,
+) -> Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    for (target, from) in raw {
+        let field = format!("image.files.{target:?}");
+        let tame = target.starts_with('/')
+            && !target.ends_with('/')
+            && target
+                .split('/')
+                .skip(1)
+                .all(|c| !c.is_empty() && c != "." && c != "..")
+            && target
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/-_.".contains(c));
+        if !tame {
+            return Err(field_err(
+                &field,
+                "must be an absolute path of letters, digits, '-', '_', '.' (no '..')".into(),
+            ));
+        }
+        let reserved = [
+            WORKDIR,
+            "/opt/harness",
+            "/opt/harness-build",
+            "/proc",
+            "/sys",
+            "/dev",
+        ];
+        if reserved
+            .iter()
+            .any(|r| target == *r || target.starts_with(&format!("{r}/")))
+        {
+            return Err(field_err(
+                &field,
+                format!("must not be under {}", reserved.join(", ")),
+            ));
+        }
+        let path = dir.join(&from);
+        if !path.is_file() {
+            return Err(field_err(
+                &field,
+                format!("{} is not a file", path.display()),
+            ));
+        }
+        out.push((target, path));
+    }
+    Ok(out)
+}
+
+/// `[env] pass`: variable names only.
+fn env_pass(raw: RawEnv, field_err: &FieldErr) -> Result<Vec<String>> {
+    for name in &raw.pass {
+        let ok = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok || name.starts_with("HARNESS_") {
+            return Err(field_err(
+                "env.pass",
+                format!(
+                    "{name:?} is not a variable name a task may take (letters, digits, '_'; not HARNESS_*)"
+                ),
+            ));
+        }
+    }
+    Ok(raw.pass)
 }
 
 /// One `[[bench]]`, the i-th; `before` are the ones already read (names must differ).

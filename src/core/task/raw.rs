@@ -23,6 +23,17 @@ pub(super) struct RawTask {
     #[serde(default)]
     pub(super) resources: RawResources,
     pub(super) commits: Option<RawCommits>,
+    #[serde(default)]
+    pub(super) env: RawEnv,
+}
+
+/// Environment variables the task's containers get from the harness's own environment at
+/// run time (their values are never written anywhere, and are redacted from logs).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEnv {
+    #[serde(default)]
+    pub(super) pass: Vec<String>,
 }
 
 /// The commits the task is known by, as `harness tasks` prints them: checked against the
@@ -48,6 +59,7 @@ pub(super) struct RawSource {
     pub(super) git: Option<String>,
     pub(super) url: Option<String>,
     pub(super) base_commit: Option<String>,
+    pub(super) image: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,6 +76,9 @@ pub(super) struct RawImage {
     #[serde(default)]
     pub(super) setup: Vec<String>,
     pub(super) setup_timeout: Option<f64>,
+    /// Absolute path in the image -> file of the task folder (root-owned, read-only).
+    #[serde(default)]
+    pub(super) files: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

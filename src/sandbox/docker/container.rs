@@ -36,6 +36,9 @@ pub struct SandboxSpec {
     pub cpuset: Option<String>,
     /// Whole GPUs by device id.
     pub gpu_ids: Vec<String>,
+    /// Environment variables of every process (name, value): the task's `[env] pass`. Their
+    /// values are secrets: redacted from every output an exec returns.
+    pub env: Vec<(String, String)>,
 }
 
 /// A device request as the engine recorded it.
@@ -72,6 +75,8 @@ pub struct Sandbox {
     pub name: String,
     removed: AtomicBool,
     killed: AtomicBool,
+    /// `spec.env`, redacted from exec outputs.
+    secrets: Vec<(String, String)>,
 }
 
 static NAME_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -119,6 +124,8 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
         user: Some(crate::sandbox::protect::ROOT.into()),
         labels: Some(labels),
         network_disabled: Some(!r.network),
+        env: (!spec.env.is_empty())
+            .then(|| spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         tty: Some(false),
         host_config: Some(HostConfig {
             init: Some(true),
@@ -346,6 +353,7 @@ impl Sandbox {
             name,
             removed: AtomicBool::new(false),
             killed: AtomicBool::new(false),
+            secrets: spec.env.clone(),
         })
     }
 
@@ -520,7 +528,7 @@ impl Sandbox {
         match tokio::time::timeout(timeout, run).await {
             Ok(Ok(code)) => Ok(ExecOutcome {
                 exit_code: code,
-                output: output.finish(),
+                output: crate::core::secrets::redact(&output.finish(), &self.secrets),
                 elapsed: started.elapsed(),
                 timed_out: false,
             }),
@@ -529,7 +537,7 @@ impl Sandbox {
                 self.kill().await;
                 Ok(ExecOutcome {
                     exit_code: None,
-                    output: output.finish(),
+                    output: crate::core::secrets::redact(&output.finish(), &self.secrets),
                     elapsed: started.elapsed(),
                     timed_out: true,
                 })
@@ -724,6 +732,7 @@ mod tests {
             },
             cpuset: Some("1-2".into()),
             gpu_ids: vec!["0".into()],
+            env: vec![("HF_TOKEN".into(), "hf_secret".into())],
         };
         let mut one_core = spec.clone();
         one_core.cpuset = Some("1".into());
@@ -733,6 +742,7 @@ mod tests {
             "pinned to fewer cores than its share: no quota"
         );
         let body = create_body(&spec, "owner");
+        assert_eq!(body.env, Some(vec!["HF_TOKEN=hf_secret".to_string()]));
         let hc = body.host_config.unwrap();
         assert_eq!(
             hc.nano_cpus,

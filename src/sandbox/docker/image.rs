@@ -16,6 +16,12 @@ use crate::core::task::{DEFAULT_BASE_IMAGE, Task, WORKDIR};
 use crate::sandbox::source::{EntryKind, Material};
 
 const TEMPLATE: &str = include_str!("../../../images/task.Dockerfile");
+/// For `source.image`: a thin layer over the prebuilt image, its tree left where it is.
+const PREBUILT_TEMPLATE: &str = include_str!("../../../images/task-prebuilt.Dockerfile");
+
+fn prebuilt(task: &Task) -> bool {
+    matches!(task.source, crate::core::task::Source::Image { .. })
+}
 
 /// The Dockerfile of a task, from the template. The labels are one `LABEL` line of the
 /// Dockerfile rather than build options, which the classic builder turns into one step
@@ -42,7 +48,12 @@ pub fn dockerfile(task: &Task, material: &Material) -> String {
     .map(|(k, v)| format!("{k}={}", quote(v)))
     .collect::<Vec<_>>()
     .join(" ");
-    TEMPLATE
+    let template = if prebuilt(task) {
+        PREBUILT_TEMPLATE
+    } else {
+        TEMPLATE
+    };
+    template
         .replace("{{BASE_IMAGE}}", &task.base_image)
         .replace("{{SETUP}}", &setup)
         .replace("{{LABELS}}", &labels)
@@ -69,9 +80,10 @@ const BUILD_CONFIG: &str = "opt/harness-build/config.json";
 /// The guard's configuration for this task: protected set, sandbox user.
 pub fn guard_config(task: &Task, material: &Material) -> String {
     let protection = crate::sandbox::protect::Protection::for_task(task, material.paths());
+    // A prebuilt tree keeps its own mtimes: no ignored file can be told from the image's.
     let config = protection.guard_config(
         &crate::sandbox::assets::absolute_paths(),
-        SOURCE_MTIME,
+        (!prebuilt(task)).then_some(SOURCE_MTIME),
         task.resources.disk_bytes,
     );
     serde_json::to_string_pretty(&config).unwrap_or_default()
@@ -91,6 +103,9 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
             .with_context(|| format!("cannot pack {path} into the build context"))
     };
     add("Dockerfile", dockerfile(task, material).as_bytes(), 0o644)?;
+    for (target, data) in &material.image_files {
+        add(&format!("root{target}"), data, 0o444)?;
+    }
     for e in &material.entries {
         if let EntryKind::File { mode, data } = &e.kind {
             add(&format!("root/testbed/{}", e.path), data, *mode)?;
@@ -107,12 +122,11 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
         0o644,
     )?;
     let mut b = b;
-    for d in [
-        "root/",
-        "root/opt/",
-        "root/opt/harness-build/",
-        "root/testbed/",
-    ] {
+    let tree_dir = (!prebuilt(task)).then_some("root/testbed/");
+    for d in ["root/", "root/opt/", "root/opt/harness-build/"]
+        .into_iter()
+        .chain(tree_dir)
+    {
         let mut dir = tar::Header::new_gnu();
         dir.set_entry_type(tar::EntryType::Directory);
         dir.set_mode(0o755);

@@ -122,6 +122,20 @@ async fn ready(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Fai
     Ok(())
 }
 
+/// The task's `[env] pass` variables that the harness's environment has (the others are left
+/// unset, as a shell would have them).
+fn passed_env(task: &crate::core::task::Task) -> Vec<(String, String)> {
+    task.env_pass
+        .iter()
+        .filter_map(|name| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| (name.clone(), v))
+        })
+        .collect()
+}
+
 /// A container of the task's image, labelled, limited, pinned to the task's cores.
 async fn start(step: &Step<'_>) -> Result<Sandbox, Failure> {
     let (ctx, task) = (step.prep.ctx, step.prep.task);
@@ -137,6 +151,7 @@ async fn start(step: &Step<'_>) -> Result<Sandbox, Failure> {
         resources: task.resources.clone(),
         cpuset: step.prep.cpuset.clone(),
         gpu_ids: step.prep.gpu_ids.to_vec(),
+        env: passed_env(task),
     };
     match tokio::time::timeout(START_TIMEOUT, Sandbox::start(&ctx.engine, &spec)).await {
         Ok(Ok(sb)) => Ok(sb),

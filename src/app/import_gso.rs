@@ -1,0 +1,379 @@
+//! `harness tasks import-gso ROWS --out DIR`: GSO's dataset rows (gso-bench/gso's
+//! `GSOInstance`: instance_id, repo, base_commit, opt_commit, api, prob_script, tests,
+//! setup_commands, install_commands, gt_diff, arch, instance_image_tag, ...) as task folders.
+//!
+//! Each task runs on GSO's prebuilt instance image (`gso.eval.<arch>.<id lower>:<tag>`) as it
+//! is (`source.image`), with GSO's protocol: base writes each test's reference result once
+//! (when the task image is built, on the image's own tree), and every variant's test and
+//! bench runs check their result against it with the test's own `--eqcheck` (GSO's
+//! tolerances), timed by the test itself (`Execution time: X s`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// Where the reference results live in the task image: root-owned, read-only.
+pub const REFERENCE_DIR: &str = "/opt/gso-reference";
+/// GSO's timing line, as its `parse_times` reads it.
+pub const TIME_PATTERN: &str = r"Execution time:\s+([\d\.]+)s";
+/// GSO runs each test this many times per variant (`MAX_ITERS`).
+const GSO_RUNS: u32 = 5;
+
+/// What `import-gso` is asked.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    pub rows: PathBuf,
+    pub out: PathBuf,
+    /// The image name's prefix (GSO's: `gso.eval`).
+    pub image_prefix: String,
+    pub network: bool,
+    pub cpus: f64,
+    pub memory: String,
+}
+
+/// One row, the fields a task needs, checked.
+#[derive(Debug, Clone)]
+pub struct GsoRow {
+    pub instance_id: String,
+    pub repo: String,
+    pub api: String,
+    pub tests: Vec<String>,
+    pub install_commands: Vec<String>,
+    pub gt_diff: String,
+    pub gt_commit_message: String,
+    pub arch: String,
+    pub instance_image_tag: String,
+}
+
+impl GsoRow {
+    /// GSO's `instance_image_key`.
+    pub fn image(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}.{}.{}:{}",
+            self.arch,
+            self.instance_id.to_lowercase(),
+            self.instance_image_tag
+        )
+    }
+}
+
+/// Reads the rows: JSON Lines, or a JSON list of objects.
+pub fn read_rows(path: &Path) -> Result<Vec<GsoRow>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let file = path.display().to_string();
+    let mut values: Vec<(String, Value)> = Vec::new();
+    if text.trim_start().starts_with('[') {
+        let list: Vec<Value> =
+            serde_json::from_str(&text).with_context(|| format!("{file}: not a JSON list"))?;
+        for (i, v) in list.into_iter().enumerate() {
+            values.push((format!("{file}: row {}", i + 1), v));
+        }
+    } else {
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: Value = serde_json::from_str(line)
+                .with_context(|| format!("{file}:{}: not JSON", i + 1))?;
+            values.push((format!("{file}:{}", i + 1), v));
+        }
+    }
+    if values.is_empty() {
+        bail!("{file}: no rows");
+    }
+    let rows = values
+        .iter()
+        .map(|(at, v)| row(at, v))
+        .collect::<Result<Vec<_>>>()?;
+    let mut seen = BTreeMap::new();
+    for (r, (at, _)) in rows.iter().zip(&values) {
+        if let Some(first) = seen.insert(r.instance_id.clone(), at.clone()) {
+            bail!(
+                "{at}: instance_id {:?} again (first at {first})",
+                r.instance_id
+            );
+        }
+    }
+    Ok(rows)
+}
+
+fn row(at: &str, v: &Value) -> Result<GsoRow> {
+    let obj = v
+        .as_object()
+        .with_context(|| format!("{at}: not a JSON object"))?;
+    let text = |field: &str, default: Option<&str>| -> Result<String> {
+        match (obj.get(field), default) {
+            (Some(Value::String(s)), _) => Ok(s.clone()),
+            (None | Some(Value::Null), Some(d)) => Ok(d.to_string()),
+            (None, None) => bail!("{at}: field `{field}` is missing"),
+            (Some(other), _) => bail!("{at}: field `{field}` is {other}, not a string"),
+        }
+    };
+    // A list of strings, or (as some exports write it) a JSON text of one.
+    let list = |field: &str| -> Result<Vec<String>> {
+        let value = match obj.get(field) {
+            Some(Value::String(s)) => serde_json::from_str::<Value>(s)
+                .ok()
+                .filter(Value::is_array)
+                .with_context(|| format!("{at}: field `{field}` is a string, not a list"))?,
+            Some(v) => v.clone(),
+            None => bail!("{at}: field `{field}` is missing"),
+        };
+        let items = value
+            .as_array()
+            .with_context(|| format!("{at}: field `{field}` is not a list"))?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                x.as_str()
+                    .map(str::to_string)
+                    .with_context(|| format!("{at}: field `{field}[{i}]` is not a string"))
+            })
+            .collect()
+    };
+    let instance_id = text("instance_id", None)?;
+    crate::core::task::validate_instance_id(&instance_id)
+        .map_err(|e| anyhow::anyhow!("{at}: field `instance_id`: {e}"))?;
+    let tests = list("tests")?;
+    if tests.is_empty() {
+        bail!("{at}: field `tests` is empty: GSO's tests are the benches");
+    }
+    let gt_diff = text("gt_diff", None)?;
+    if gt_diff.trim().is_empty() {
+        bail!("{at}: field `gt_diff` is empty: it is the human reference");
+    }
+    let tame = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    let arch = text("arch", Some("x86_64"))?;
+    let tag = text("instance_image_tag", Some("latest"))?;
+    if !tame(&arch) || !tame(&tag) {
+        bail!(
+            "{at}: fields `arch` {arch:?} and `instance_image_tag` {tag:?} must be image-name words"
+        );
+    }
+    Ok(GsoRow {
+        instance_id,
+        repo: text("repo", Some(""))?,
+        api: text("api", Some(""))?,
+        tests,
+        install_commands: list("install_commands")?,
+        gt_diff,
+        gt_commit_message: text("gt_commit_message", Some(""))?,
+        arch,
+        instance_image_tag: tag,
+    })
+}
+
+/// A TOML string.
+fn q(s: &str) -> String {
+    Value::from(s).to_string()
+}
+
+fn toml_list(items: &[String]) -> String {
+    let inner: Vec<String> = items.iter().map(|s| format!("  {},", q(s))).collect();
+    format!("[\n{}\n]", inner.join("\n"))
+}
+
+/// GSO's shell lines for POSIX sh: `source X` is `. X`.
+fn posix(line: &str) -> String {
+    match line.trim_start().strip_prefix("source ") {
+        Some(rest) => format!(". {rest}"),
+        None => line.to_string(),
+    }
+}
+
+/// What every GSO command starts with: the image's virtualenv, GSO's token fallback, and
+/// GSO's Hugging Face setting.
+const PRELUDE: &str = ". .venv/bin/activate && export HF_TOKEN=\"${HF_TOKEN:-${HF_READ_TOKEN:-}}\" HF_HUB_DISABLE_XET=1";
+
+fn test_run(i: usize, output: &str, flag: &str) -> String {
+    format!("python /gso_test_{i}.py {output} {flag} --file_prefix {REFERENCE_DIR}/gso_{i}")
+}
+
+/// The task.toml of one row.
+pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> String {
+    let n = r.tests.len();
+    let reference: Vec<String> = (0..n)
+        .map(|i| test_run(i, "/dev/null", "--reference"))
+        .collect();
+    let setup = format!(
+        "mkdir -p {REFERENCE_DIR} && {PRELUDE} && {} && chmod -R a-w,a+rX {REFERENCE_DIR}",
+        reference.join(" && ")
+    );
+    let checks: Vec<String> = (0..n)
+        .map(|i| test_run(i, "/dev/null", "--eqcheck"))
+        .collect();
+    let install: Vec<String> = r
+        .install_commands
+        .iter()
+        .filter(|c| c.trim() != "git clean -xfd")
+        .map(|c| posix(c))
+        .collect();
+    let mut t = String::new();
+    let summary = r.gt_commit_message.lines().next().unwrap_or("").trim();
+    t.push_str(&format!(
+        "# Imported from GSO by `harness tasks import-gso`: {} ({}).\n",
+        r.instance_id, r.repo
+    ));
+    t.push_str(&format!("instance_id = {}\n", q(&r.instance_id)));
+    t.push_str(&format!(
+        "description = {}\n\n",
+        q(&format!("GSO {} {}: {summary}", r.repo, r.api))
+    ));
+    t.push_str(&format!(
+        "[source]  # GSO's prebuilt instance image, used as it is\nimage = {}\n\n",
+        q(&r.image(&o.image_prefix))
+    ));
+    t.push_str("[human]  # gt_diff\npatch = \"human.patch\"\n\n");
+    t.push_str(
+        "[image]\n# Base writes each test's reference result once, on the image's own tree.\n",
+    );
+    t.push_str(&format!(
+        "setup = [{}]\nsetup_timeout = {}\n",
+        q(&setup),
+        600 * n
+    ));
+    t.push_str("[image.files]  # GSO's tests, root-owned and read-only\n");
+    for i in 0..n {
+        t.push_str(&format!(
+            "\"/gso_test_{i}.py\" = \"gso_tests/test_{i}.py\"\n"
+        ));
+    }
+    t.push_str(&format!(
+        "\n[install]  # install_commands (GSO's `git clean -xfd` left out, as GSO does)\ncommands = {}\ntimeout = 3600\n\n",
+        toml_list(&install)
+    ));
+    t.push_str(&format!(
+        "[test]  # every test once, its result checked against base's (--eqcheck)\ncommand = {}\ntimeout = {}\n\n",
+        q(&format!("{PRELUDE} && {}", checks.join(" && "))),
+        300 * n
+    ));
+    for i in 0..n {
+        t.push_str(&format!(
+            "[[bench]]\nname = \"gso_test_{i}\"\ncommand = {}\nruns = {GSO_RUNS}\ntimeout = 300\nmetric = \"output\"\npattern = {}\nmetric_unit = \"s\"\ncheck_output = false\nno_check_reason = \"GSO's test checks its own result against base's reference (--eqcheck); a mismatch fails the run\"\n\n",
+            q(&format!("{PRELUDE} && {}", test_run(i, "/dev/stdout", "--eqcheck"))),
+            q(TIME_PATTERN)
+        ));
+    }
+    t.push_str(&format!(
+        "[resources]\ncpus = {}\nmemory = {}\nnetwork = {}  # GSO's tests download their data\n\n",
+        o.cpus,
+        q(&o.memory),
+        o.network
+    ));
+    t.push_str("[env]  # from the harness's environment at run time; redacted from logs\npass = [\"HF_TOKEN\", \"HF_READ_TOKEN\"]\n");
+    t
+}
+
+/// Writes one task folder per row; returns the folders.
+pub fn import(o: &ImportOptions) -> Result<Vec<PathBuf>> {
+    let rows = read_rows(&o.rows)?;
+    std::fs::create_dir_all(&o.out)
+        .with_context(|| format!("{}: cannot create", o.out.display()))?;
+    let mut made = Vec::new();
+    for r in &rows {
+        let dir = o.out.join(&r.instance_id);
+        let tests = dir.join("gso_tests");
+        std::fs::create_dir_all(&tests)
+            .with_context(|| format!("{}: cannot create", tests.display()))?;
+        for (i, test) in r.tests.iter().enumerate() {
+            crate::core::results::write_atomic(
+                &tests.join(format!("test_{i}.py")),
+                test.as_bytes(),
+            )?;
+        }
+        let mut patch = r.gt_diff.clone();
+        if !patch.ends_with('\n') {
+            patch.push('\n');
+        }
+        crate::core::results::write_atomic(&dir.join("human.patch"), patch.as_bytes())?;
+        crate::core::results::write_atomic(&dir.join("task.toml"), task_toml(r, o).as_bytes())?;
+        // What was written must load as a task.
+        crate::core::task::Task::load(&dir)
+            .with_context(|| format!("{}: the imported task does not load", dir.display()))?;
+        made.push(dir);
+    }
+    Ok(made)
+}
+
+pub fn command(o: ImportOptions) -> Result<i32> {
+    let made = import(&o)?;
+    for dir in &made {
+        println!("{}", dir.display());
+    }
+    eprintln!(
+        "imported {} GSO task(s) into {} (each needs its image, gso.eval.<arch>.<id>:<tag>, on this Docker engine)",
+        made.len(),
+        o.out.display()
+    );
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(dir: &Path) -> ImportOptions {
+        ImportOptions {
+            rows: dir.join("rows.jsonl"),
+            out: dir.join("out"),
+            image_prefix: "gso.eval".into(),
+            network: true,
+            cpus: 2.0,
+            memory: "8g".into(),
+        }
+    }
+
+    #[test]
+    fn rows_become_tasks_and_bad_rows_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = opts(dir.path());
+        let row = serde_json::json!({
+            "instance_id": "Owner__Repo-abc123", "repo": "owner/repo", "base_commit": "a",
+            "opt_commit": "b", "api": "f", "prob_script": "", "tests": ["print(1)", "print(2)"],
+            "hints_text": "", "setup_commands": [], "created_at": "",
+            "install_commands": ["source .venv/bin/activate", "uv pip install -e .", "git clean -xfd"],
+            "gt_commit_message": "Faster f\n\nbody", "gt_diff": "diff --git a/x b/x\n",
+            "arch": "x86_64", "instance_image_tag": "latest"
+        });
+        std::fs::write(&o.rows, format!("{row}\n")).unwrap();
+        let made = import(&o).unwrap();
+        let task = crate::core::task::Task::load(&made[0]).unwrap();
+        assert_eq!(task.base_image, "gso.eval.x86_64.owner__repo-abc123:latest");
+        assert_eq!(task.benches.len(), 2);
+        assert_eq!(
+            task.install,
+            vec![". .venv/bin/activate", "uv pip install -e ."]
+        );
+        assert_eq!(task.image_files[1].0, "/gso_test_1.py");
+        assert!(task.setup[0].contains("--reference --file_prefix /opt/gso-reference/gso_1"));
+        assert!(
+            task.test_command
+                .contains("/gso_test_0.py /dev/null --eqcheck")
+        );
+        assert_eq!(task.env_pass, vec!["HF_TOKEN", "HF_READ_TOKEN"]);
+        assert!(task.resources.network);
+
+        let mut bad = row.clone();
+        bad["tests"] = serde_json::json!([1]);
+        std::fs::write(&o.rows, format!("{row}\n{bad}\n")).unwrap();
+        let e = format!("{:#}", read_rows(&o.rows).unwrap_err());
+        assert!(
+            e.contains("rows.jsonl:2: field `tests[0]` is not a string"),
+            "{e}"
+        );
+        std::fs::write(&o.rows, format!("{row}\n{row}\n")).unwrap();
+        let e = format!("{:#}", read_rows(&o.rows).unwrap_err());
+        assert!(
+            e.contains("rows.jsonl:2: instance_id \"Owner__Repo-abc123\" again"),
+            "{e}"
+        );
+    }
+}
