@@ -91,3 +91,126 @@ fn gso_rollout_files_are_k_samples_of_one_model() {
     );
     gso_reader(&dir);
 }
+
+/// A row in GSO's dataset format (every field of `GSOInstance`) for the stand-in image.
+fn gso_row(id: &str) -> serde_json::Value {
+    let fixtures = repo_root().join("tests/fixtures/gso");
+    let read = |f: &str| std::fs::read_to_string(fixtures.join(f)).unwrap();
+    serde_json::json!({
+        "instance_id": id,
+        "repo": "fake/fastmath",
+        "base_commit": "0000000",
+        "opt_commit": "1111111",
+        "api": "fastmath.sqrt_sum",
+        "prob_script": read("gso_test.py"),
+        "tests": [read("gso_test.py")],
+        "hints_text": "",
+        "setup_commands": [],
+        "install_commands": ["source .venv/bin/activate", "python -c 'import fastmath'"],
+        "created_at": "2026-11-24",
+        "gt_commit_message": "Sum square roots with math.fsum",
+        "gt_diff": read("human.patch"),
+        "arch": "x86_64",
+        "instance_image_tag": "latest",
+    })
+}
+
+/// Builds the stand-in of a GSO instance image, named as GSO names it.
+fn build_gso_image(image: &str) {
+    let out = run(std::process::Command::new("docker")
+        .args(["build", "-q", "-t", image])
+        .arg(repo_root().join("tests/fixtures/gso")));
+    assert_eq!(out.status.code(), Some(0), "docker build {image}");
+}
+
+#[test]
+fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
+    if !docker_available("imported_gso_row") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let id = "Fake__fastmath-1";
+    build_gso_image("gso.eval.x86_64.fake__fastmath-1:latest");
+    let rows = tmp.path().join("gso.jsonl");
+    write(&rows, &format!("{}\n", gso_row(id)));
+    let dataset = tmp.path().join("gso-tasks");
+    let out = run(harness()
+        .args(["tasks", "import-gso"])
+        .arg(&rows)
+        .arg("--out")
+        .arg(&dataset)
+        .args(["--no-network", "--cpus", "1", "--memory", "1g"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(dataset.join(id).join("task.toml").is_file());
+
+    // Sample 0: the human patch itself; sample 1: the same code, its result off by 0.1%.
+    let patch =
+        |f: &str| std::fs::read_to_string(repo_root().join("tests/fixtures/gso").join(f)).unwrap();
+    let preds = tmp.path().join("preds.jsonl");
+    let row = |sample: u64, p: &str| {
+        serde_json::json!({"instance_id": id, "model_name_or_path": "gso-model",
+            "sample": sample, "model_patch": patch(p)})
+        .to_string()
+    };
+    write(
+        &preds,
+        &format!(
+            "{}\n{}\n",
+            row(0, "human.patch"),
+            row(1, "off_by_a_thousandth.patch")
+        ),
+    );
+    let secret = "hf_harness_test_0123456789abcdef";
+    let out = run(harness()
+        .env("HF_TOKEN", secret)
+        .args([
+            "opt-at-k",
+            "--model",
+            "gso-model",
+            "--k",
+            "2",
+            "--run-id",
+            "gso",
+        ])
+        .arg("--dataset")
+        .arg(&dataset)
+        .arg("--predictions")
+        .arg(&preds)
+        .arg("--results-dir")
+        .arg(tmp.path().join("out")));
+    assert_eq!(out.status.code(), Some(0));
+    let dir = tmp.path().join("out/gso");
+    let human = read_json(&dir.join(format!("gso-model/{id}/0/report.json")));
+    assert_eq!(human["status"], "passed", "{human}");
+    assert_eq!(human["opt_base"], true, "{human}");
+    assert_eq!(human["opt_commit"], true, "{human}");
+    let off = read_json(&dir.join(format!("gso-model/{id}/1/report.json")));
+    assert_eq!(off["status"], "test_failed", "{off}");
+    let detail = off["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains("is not the reference"),
+        "the reason names the failed equivalence check: {detail}"
+    );
+    // The token reached the tests (they print it) and no file of the run holds it.
+    let test_log =
+        std::fs::read_to_string(dir.join(format!("gso-model/{id}/1/test_output.txt"))).unwrap();
+    assert!(test_log.contains("token: ***"), "{test_log}");
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(secret),
+                    "{} holds the token",
+                    p.display()
+                );
+            }
+        }
+    }
+    assert!(containers_of_run("gso").is_empty());
+    gso_reader(&dir);
+}

@@ -258,7 +258,12 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> String {
     for i in 0..n {
         t.push_str(&format!(
             "[[bench]]\nname = \"gso_test_{i}\"\ncommand = {}\nruns = {GSO_RUNS}\ntimeout = 300\nmetric = \"output\"\npattern = {}\nmetric_unit = \"s\"\ncheck_output = false\nno_check_reason = \"GSO's test checks its own result against base's reference (--eqcheck); a mismatch fails the run\"\n\n",
-            q(&format!("{PRELUDE} && {}", test_run(i, "/dev/stdout", "--eqcheck"))),
+            // The timing line goes to a file of its own, then to stdout: the bench's stdout
+            // is a descriptor the timer hands it, not a file it may open again.
+            q(&format!(
+                "{PRELUDE} && t=$(mktemp) && {} && cat \"$t\" && rm -f \"$t\"",
+                test_run(i, "\"$t\"", "--eqcheck")
+            )),
             q(TIME_PATTERN)
         ));
     }

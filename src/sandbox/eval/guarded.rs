@@ -269,7 +269,16 @@ pub async fn judge_plain(
             ),
         ));
     }
-    Some((on_fail, format!("{what} {}", describe_exit(r.exit_code))))
+    // The reason is the run's last words (an assertion, a traceback's last line).
+    let tail = last_lines(run.output.trim_end(), 3);
+    Some((
+        on_fail,
+        if tail.is_empty() {
+            format!("{what} {}", describe_exit(r.exit_code))
+        } else {
+            format!("{what} {}: {tail}", describe_exit(r.exit_code))
+        },
+    ))
 }
 
 /// The status of a run whose in-container guard printed no result. A container that
