@@ -105,16 +105,58 @@ def lock_path(full, rel, cfg):
             os.chmod(full, stat.S_IMODE(st.st_mode) & 0o777)
 
 
+def image_environment():
+    """In a prebuilt image (no fixed source mtime): the paths git ignores at base, which are
+    the image's own environment (a virtualenv, build outputs), as prefixes ("x/" a folder)."""
+    out = subprocess.run(
+        GIT_SAFE + ["status", "--porcelain=v1", "-z", "--ignored=matching", "--untracked-files=normal"],
+        cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False, env=GIT_ENV,
+    ).stdout.decode("utf-8", "surrogateescape")
+    return tuple(e[3:] for e in out.split("\0") if e.startswith("!! "))
+
+
+def in_environment(rel, env):
+    return any(rel == p.rstrip("/") or (p.endswith("/") and rel.startswith(p)) for p in env)
+
+
+def open_environment_path(full, rel, cfg):
+    """A path of a prebuilt image's environment: left as the image has it where the sandbox
+    user can already use it, so locking does not copy it into a new layer. Folders are made
+    writable for all without the sticky bit (the user may replace what install replaces);
+    a file is the user's only when it is not writable for all already; protected files are
+    locked as anywhere."""
+    st = os.lstat(full)
+    if stat.S_ISDIR(st.st_mode):
+        if stat.S_IMODE(st.st_mode) != 0o777:
+            os.chmod(full, 0o777)
+    elif stat.S_ISLNK(st.st_mode):
+        return
+    elif is_protected(rel, cfg) or stat.S_IMODE(st.st_mode) & 0o006 != 0o006 or st.st_mode & 0o6000:
+        lock_path(full, rel, cfg)
+
+
 def lock_tree(cfg):
     """The whole tree, .git included (the sandbox user resets it between patch attempts),
     but .git/config, which only root's git reads from then on, and must not be able to make
-    it run a command."""
+    it run a command. In a prebuilt image, its environment (ignored paths) and git's object
+    store are left where the user can already use them (see open_environment_path)."""
+    prebuilt = cfg.get("source_mtime") is None
+    env = image_environment() if prebuilt else ()
     for here, dirs, files in os.walk(TESTBED):
-        lock_path(here, None, cfg)
         rel_here = os.path.relpath(here, TESTBED)
+        if env and rel_here != "." and in_environment(rel_here, env):
+            open_environment_path(here, rel_here, cfg)
+        else:
+            lock_path(here, None, cfg)
         for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
             rel = name if rel_here == "." else rel_here + "/" + name
-            lock_path(os.path.join(here, name), None if rel.startswith(".git/") else rel, cfg)
+            full = os.path.join(here, name)
+            if prebuilt and rel.startswith(".git/objects/") and not os.path.islink(full):
+                continue  # read-only objects: git never rewrites them
+            if env and in_environment(rel, env):
+                open_environment_path(full, rel, cfg)
+            else:
+                lock_path(full, None if rel.startswith(".git/") else rel, cfg)
     config = os.path.join(TESTBED, ".git", "config")
     if os.path.isfile(config) and not os.path.islink(config):
         os.chown(config, 0, 0)

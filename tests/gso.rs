@@ -106,7 +106,13 @@ fn gso_row(id: &str) -> serde_json::Value {
         "tests": [read("gso_test.py")],
         "hints_text": "",
         "setup_commands": [],
-        "install_commands": ["source .venv/bin/activate", "python -c 'import fastmath'"],
+        // Install replaces a file of the image's own environment (as `pip install` does),
+        // which the lock leaves where it is, and the sandbox user may still replace.
+        "install_commands": [
+            "source .venv/bin/activate",
+            "cp .venv/bin/activate .venv/bin/activate.new && mv .venv/bin/activate.new .venv/bin/activate",
+            "python -c 'import fastmath'",
+        ],
         "created_at": "2026-11-24",
         "gt_commit_message": "Sum square roots with math.fsum",
         "gt_diff": read("human.patch"),
