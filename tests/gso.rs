@@ -92,35 +92,6 @@ fn gso_rollout_files_are_k_samples_of_one_model() {
     gso_reader(&dir);
 }
 
-/// A row in GSO's dataset format (every field of `GSOInstance`) for the stand-in image.
-fn gso_row(id: &str) -> serde_json::Value {
-    let fixtures = repo_root().join("tests/fixtures/gso");
-    let read = |f: &str| std::fs::read_to_string(fixtures.join(f)).unwrap();
-    serde_json::json!({
-        "instance_id": id,
-        "repo": "fake/fastmath",
-        "base_commit": "0000000",
-        "opt_commit": "1111111",
-        "api": "fastmath.sqrt_sum",
-        "prob_script": read("gso_test.py"),
-        "tests": [read("gso_test.py")],
-        "hints_text": "",
-        "setup_commands": [],
-        // Install replaces a file of the image's own environment (as `pip install` does),
-        // which the lock leaves where it is, and the sandbox user may still replace.
-        "install_commands": [
-            "source .venv/bin/activate",
-            "cp .venv/bin/activate .venv/bin/activate.new && mv .venv/bin/activate.new .venv/bin/activate",
-            "python -c 'import fastmath'",
-        ],
-        "created_at": "2026-11-24",
-        "gt_commit_message": "Sum square roots with math.fsum",
-        "gt_diff": read("human.patch"),
-        "arch": "x86_64",
-        "instance_image_tag": "latest",
-    })
-}
-
 /// Builds the stand-in of a GSO instance image, named as GSO names it.
 fn build_gso_image(image: &str) {
     let out = run(std::process::Command::new("docker")
@@ -137,8 +108,8 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     let tmp = tempfile::tempdir().unwrap();
     let id = "Fake__fastmath-1";
     build_gso_image("gso.eval.x86_64.fake__fastmath-1:latest");
-    let rows = tmp.path().join("gso.jsonl");
-    write(&rows, &format!("{}\n", gso_row(id)));
+    // GSO's dataset as Hugging Face serves it: Parquet (tests/fixtures/gso/make_rows.py).
+    let rows = repo_root().join("tests/fixtures/gso/rows.parquet");
     let dataset = tmp.path().join("gso-tasks");
     let out = run(harness()
         .args(["tasks", "import-gso"])

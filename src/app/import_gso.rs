@@ -34,7 +34,7 @@ pub struct ImportOptions {
 }
 
 /// One row, the fields a task needs, checked.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GsoRow {
     pub instance_id: String,
     pub repo: String,
@@ -59,8 +59,56 @@ impl GsoRow {
     }
 }
 
-/// Reads the rows: JSON Lines, or a JSON list of objects.
+/// Rows of a Parquet file (the Hugging Face dataset's own format), as JSON objects.
+fn parquet_rows(path: &Path) -> Result<Vec<(String, Value)>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = path.display().to_string();
+    let f = std::fs::File::open(path).with_context(|| format!("{file}: cannot read"))?;
+    let reader =
+        SerializedFileReader::new(f).with_context(|| format!("{file}: not a Parquet file"))?;
+    let rows = reader
+        .get_row_iter(None)
+        .with_context(|| format!("{file}: cannot read its rows"))?;
+    rows.enumerate()
+        .map(|(i, row)| {
+            let row = row.with_context(|| format!("{file}: row {}: unreadable", i + 1))?;
+            Ok((format!("{file}: row {}", i + 1), row.to_json_value()))
+        })
+        .collect()
+}
+
+/// Reads the rows: Parquet (`.parquet`), JSON Lines, or a JSON list of objects.
 pub fn read_rows(path: &Path) -> Result<Vec<GsoRow>> {
+    let file = path.display().to_string();
+    let parquet = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+    let values = if parquet {
+        parquet_rows(path)?
+    } else {
+        json_rows(path)?
+    };
+    if values.is_empty() {
+        bail!("{file}: no rows");
+    }
+    let rows = values
+        .iter()
+        .map(|(at, v)| row(at, v))
+        .collect::<Result<Vec<_>>>()?;
+    let mut seen = BTreeMap::new();
+    for (r, (at, _)) in rows.iter().zip(&values) {
+        if let Some(first) = seen.insert(r.instance_id.clone(), at.clone()) {
+            bail!(
+                "{at}: instance_id {:?} again (first at {first})",
+                r.instance_id
+            );
+        }
+    }
+    Ok(rows)
+}
+
+/// JSON Lines, or a JSON list of objects.
+fn json_rows(path: &Path) -> Result<Vec<(String, Value)>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read", path.display()))?;
     let file = path.display().to_string();
@@ -81,23 +129,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<GsoRow>> {
             values.push((format!("{file}:{}", i + 1), v));
         }
     }
-    if values.is_empty() {
-        bail!("{file}: no rows");
-    }
-    let rows = values
-        .iter()
-        .map(|(at, v)| row(at, v))
-        .collect::<Result<Vec<_>>>()?;
-    let mut seen = BTreeMap::new();
-    for (r, (at, _)) in rows.iter().zip(&values) {
-        if let Some(first) = seen.insert(r.instance_id.clone(), at.clone()) {
-            bail!(
-                "{at}: instance_id {:?} again (first at {first})",
-                r.instance_id
-            );
-        }
-    }
-    Ok(rows)
+    Ok(values)
 }
 
 fn row(at: &str, v: &Value) -> Result<GsoRow> {
@@ -334,6 +366,27 @@ mod tests {
             cpus: 2.0,
             memory: "8g".into(),
         }
+    }
+
+    #[test]
+    fn parquet_rows_read_as_their_json_lines() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gso");
+        let from_parquet = read_rows(&fixtures.join("rows.parquet")).unwrap();
+        assert_eq!(
+            from_parquet,
+            read_rows(&fixtures.join("rows.jsonl")).unwrap()
+        );
+        assert_eq!(from_parquet[0].install_commands.len(), 3);
+        let e = format!(
+            "{:#}",
+            read_rows(&fixtures.join("Dockerfile.parquet")).unwrap_err()
+        );
+        assert!(e.contains("Dockerfile.parquet: cannot read"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("rows.parquet");
+        std::fs::write(&fake, "{\"instance_id\": \"x\"}\n").unwrap();
+        let e = format!("{:#}", read_rows(&fake).unwrap_err());
+        assert!(e.contains("rows.parquet: not a Parquet file"), "{e}");
     }
 
     #[test]
