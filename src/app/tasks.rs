@@ -52,11 +52,8 @@ pub fn task_commits(task: &Task, material: &Material) -> Result<TaskCommits> {
         (Source::Folder(_), _) => made()?,
         // Base is the image's own tree, which never leaves it: the image names it.
         (Source::Image { image }, _) => TaskCommits {
-            base: format!("image {image}"),
-            human: format!(
-                "patch sha256:{}",
-                crate::core::digest::sha256_hex(material.human_patch.as_bytes())
-            ),
+            base: image.clone(),
+            human: crate::core::digest::sha256_hex(material.human_patch.as_bytes()),
         },
     };
     if let Some(stated) = &task.commits {
@@ -216,9 +213,14 @@ pub fn all_commits(
     (all, problems)
 }
 
-/// The first 12 hex digits of a commit, as the tables show it.
+/// The first 12 hex digits of a commit, as the tables show it; anything else (a prebuilt
+/// image's name) whole.
 pub fn short(hash: &str) -> &str {
-    &hash[..hash.len().min(12)]
+    if hash.chars().all(|c| c.is_ascii_hexdigit()) {
+        &hash[..hash.len().min(12)]
+    } else {
+        hash
+    }
 }
 
 /// `harness tasks`: every task with its commits, GPUs and description.
