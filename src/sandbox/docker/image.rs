@@ -330,7 +330,15 @@ pub async fn ensure_task_image(
         // a build that ended without an error and without an image, or that the engine
         // cut off, is the engine's.
         let task_fault = failure.is_some() && !engine_fault;
-        let why = failure.unwrap_or_else(|| "the build ended without an image".into());
+        let mut why = failure.unwrap_or_else(|| "the build ended without an image".into());
+        if prebuilt(task) && local_image_id(engine, &task.base_image).await?.is_none() {
+            why.push_str(&format!(
+                "\n  source.image {} is not on this Docker engine and could not be pulled \
+                 (GSO's instance images: `docker pull slimshetty/gso:<name without the tag>`, \
+                 then `docker tag` it as {})",
+                task.base_image, task.base_image
+            ));
+        }
         let last: Vec<String> = tail.into_iter().collect();
         return Err(BuildFailed {
             task_fault,
