@@ -182,6 +182,7 @@ fn a_run_killed_outright_leaves_reports_that_say_partial() {
             "killed",
         ])
         .args(args)
+        .arg("-v")
         .arg("--dataset")
         .arg(&ds)
         .arg("--predictions")
@@ -192,8 +193,10 @@ fn a_run_killed_outright_leaves_reports_that_say_partial() {
         .spawn()
         .unwrap();
     let lines = stderr_lines(&mut child);
+    // Killed once the second sample is under way (its first phase shown by -v): a fixed
+    // delay raced a run that finished in 2 s on a quiet hour.
     wait_for(&lines, "already done");
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    wait_for(&lines, "/s1: ");
     child.kill().unwrap();
     let _ = child.wait();
 
