@@ -11,9 +11,10 @@ set -euo pipefail
 IMAGE="${HARNESS_BASE_IMAGE:-harness-base:bookworm}"
 SUITE="${DEBIAN_SUITE:-bookworm}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-PACKAGES="python3,python3-pytest,git,patch,ca-certificates"
-# Raise with PACKAGES (and BASE_IMAGE_VERSION in src/docker/image.rs).
-VERSION=2
+# valgrind: the simulated criterion's CPU simulator (cachegrind).
+PACKAGES="python3,python3-pytest,git,patch,ca-certificates,valgrind"
+# Raise with PACKAGES (and BASE_IMAGE_VERSION in src/sandbox/docker/image.rs).
+VERSION=3
 
 current() {
     docker image inspect --format '{{ index .Config.Labels "org.harness.base-version" }}' "$IMAGE" 2>/dev/null

@@ -13,6 +13,10 @@ pub enum Criterion {
     Strict,
     /// GSO's rule applied to means (reproduces published numbers).
     Gso,
+    /// Each variant's cost counted once by a CPU simulator (cachegrind's instructions and
+    /// simulated cache misses, as estimated cycles) instead of a clock: the same code gives
+    /// the same number on any machine and any hour. GSO's thresholds on those costs.
+    Simulated,
 }
 
 impl std::fmt::Display for Criterion {
@@ -26,6 +30,7 @@ impl Criterion {
         match self {
             Criterion::Strict => "strict",
             Criterion::Gso => "gso",
+            Criterion::Simulated => "simulated",
         }
     }
 }
@@ -111,7 +116,7 @@ impl DecisionRule {
     /// The estimator the rule's criterion applies: GSO's means under gso.
     pub fn figure(&self) -> Estimator {
         match self.criterion {
-            Criterion::Gso => Estimator::Mean,
+            Criterion::Gso | Criterion::Simulated => Estimator::Mean,
             Criterion::Strict => self.estimator,
         }
     }

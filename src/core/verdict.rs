@@ -233,7 +233,7 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
             paired_rounds(log, "base", variant),
             paired_rounds(log, "human", variant),
         ),
-        Criterion::Gso => common_rounds(log, variant),
+        Criterion::Gso | Criterion::Simulated => common_rounds(log, variant),
     };
     let benches: Vec<(String, Better)> = log
         .benches
@@ -274,7 +274,8 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
     let intervals = ctx.intervals(&rb, &rh, &figs_base, &figs_human);
     let (opt_base, opt_commit) = match (&stats, rule.criterion) {
         (None, _) => (Decision::Undecided, Decision::Undecided),
-        (Some(st), Criterion::Gso) => {
+        // Simulated: one deterministic count per variant and bench, GSO's thresholds on it.
+        (Some(st), Criterion::Gso | Criterion::Simulated) => {
             let (b, c) = gso_verdict(st, &rule.thresholds);
             let d = |x: bool| if x { Decision::Yes } else { Decision::No };
             (d(b), d(c))
@@ -292,7 +293,10 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
         intervals,
         opt_base,
         opt_commit,
-        gso_times: crate::core::gso::gso_times(log, variant),
+        // GSO's figures are seconds: never made of simulated counts.
+        gso_times: (rule.criterion != Criterion::Simulated)
+            .then(|| crate::core::gso::gso_times(log, variant))
+            .flatten(),
     }
 }
 
@@ -449,7 +453,7 @@ pub fn opt_commit_at(
         ..rule.thresholds
     };
     match rule.criterion {
-        Criterion::Gso => gso_verdict(st, &th).1,
+        Criterion::Gso | Criterion::Simulated => gso_verdict(st, &th).1,
         Criterion::Strict => report
             .intervals
             .as_ref()

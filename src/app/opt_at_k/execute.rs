@@ -39,6 +39,19 @@ impl Machine {
         tasks: &[&Task],
         events: &Events,
     ) -> Result<Machine> {
+        if plan.rule.criterion == crate::core::rule::Criterion::Simulated {
+            let gpu: Vec<&str> = tasks
+                .iter()
+                .filter(|t| t.resources.gpus > 0)
+                .map(|t| t.id.as_str())
+                .collect();
+            if !gpu.is_empty() {
+                anyhow::bail!(
+                    "--criterion simulated does not apply to GPU tasks (the CPU simulator does not see what a GPU does): {}; leave them out with --instance-ids, or use strict",
+                    gpu.join(", ")
+                );
+            }
+        }
         let engine = Engine::connect().await?;
         engine.report_retries_to(events.clone());
         let orphans = engine.remove_orphans().await?;

@@ -30,8 +30,15 @@ impl RuleOverrides {
 
     /// `old` with the overrides, checked.
     fn over(&self, old: DecisionRule) -> Result<DecisionRule> {
+        let criterion = self.criterion.unwrap_or(old.criterion);
+        if (criterion == Criterion::Simulated) != (old.criterion == Criterion::Simulated) {
+            anyhow::bail!(
+                "--criterion {criterion}: the run was measured under {}; simulated counts and clock timings cannot be regraded into each other (run the command again with --criterion {criterion})",
+                old.criterion
+            );
+        }
         let rule = DecisionRule {
-            criterion: self.criterion.unwrap_or(old.criterion),
+            criterion,
             thresholds: crate::core::metrics::Thresholds {
                 min_speedup: self.min_speedup.unwrap_or(old.thresholds.min_speedup),
                 opt_thresh: self.opt_thresh.unwrap_or(old.thresholds.opt_thresh),

@@ -368,8 +368,16 @@ fn run_state(summary: &Summary) -> serde_json::Map<String, Value> {
     m
 }
 
+/// A simulated run has no GSO report: GSO's numbers are seconds, never simulated counts.
+fn simulated(summary: &Summary) -> bool {
+    summary.info.decision_rule.criterion == crate::core::rule::Criterion::Simulated
+}
+
 impl Exporter for RolloutReports {
     fn files(&self, summary: &Summary) -> anyhow::Result<Vec<ReportFile>> {
+        if simulated(summary) {
+            return Ok(Vec::new());
+        }
         let names = rollout_names(summary);
         rollouts(summary)
             .into_iter()
@@ -399,6 +407,9 @@ impl Exporter for RolloutReports {
 
 impl Exporter for RunReports {
     fn files(&self, summary: &Summary) -> anyhow::Result<Vec<ReportFile>> {
+        if simulated(summary) {
+            return Ok(Vec::new());
+        }
         let info = &summary.info;
         let slug = model_slug(&info.model);
         let total = summary.totals.total_instances;

@@ -188,7 +188,7 @@ pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> Strin
 
 /// The version of the default base image that `scripts/make-base-image.sh` makes (its
 /// `org.harness.base-version` label): an image of another version is made again.
-pub const BASE_IMAGE_VERSION: &str = "2";
+pub const BASE_IMAGE_VERSION: &str = "3";
 const BASE_VERSION_LABEL: &str = "org.harness.base-version";
 
 /// A local image's inspect data, or `None` when it is not there.

@@ -57,7 +57,7 @@ pub use crate::core::settings::Budget;
 /// [`DEFAULT_REPLICAS`] under strict; one under gso (GSO's protocol).
 pub fn replicas(task: &Task, rule: &DecisionRule, budget: &Budget) -> usize {
     match rule.criterion {
-        Criterion::Gso => 1,
+        Criterion::Gso | Criterion::Simulated => 1,
         Criterion::Strict => budget
             .replicas
             .or(task.replicas)
@@ -80,13 +80,23 @@ pub fn schedule(
     cpuset: Option<String>,
 ) -> Schedule {
     let replicas = replicas(task, rule, budget) as u32;
-    let warmup_rounds = task.benches.iter().map(|b| b.warmups).max().unwrap_or(0) * replicas;
-    let min_rounds = budget
-        .min_rounds
-        .unwrap_or_else(|| task.benches.iter().map(|b| b.runs).max().unwrap_or(1))
-        .max(1);
+    let simulated = rule.criterion == Criterion::Simulated;
+    // Simulated: one count per variant and bench, no warmup (a count has no warm state).
+    let warmup_rounds = if simulated {
+        0
+    } else {
+        task.benches.iter().map(|b| b.warmups).max().unwrap_or(0) * replicas
+    };
+    let min_rounds = if simulated {
+        1
+    } else {
+        budget
+            .min_rounds
+            .unwrap_or_else(|| task.benches.iter().map(|b| b.runs).max().unwrap_or(1))
+            .max(1)
+    };
     let max_rounds = match rule.criterion {
-        Criterion::Gso => min_rounds,
+        Criterion::Gso | Criterion::Simulated => min_rounds,
         Criterion::Strict => budget
             .max_rounds
             .unwrap_or_else(|| {
@@ -139,7 +149,7 @@ pub fn round_order<T: Copy>(members: &[T], round: u32) -> Vec<T> {
 /// strict, once it has the minimum and a decided verdict, or the maximum either way.
 pub fn sample_finished(schedule: &Schedule, paired_rounds: u32, decided: bool) -> bool {
     match schedule.criterion {
-        Criterion::Gso => paired_rounds >= schedule.min_rounds,
+        Criterion::Gso | Criterion::Simulated => paired_rounds >= schedule.min_rounds,
         Criterion::Strict => {
             (paired_rounds >= schedule.min_rounds && decided)
                 || paired_rounds >= schedule.max_rounds
@@ -215,8 +225,16 @@ impl<'a> Measurement<'a> {
                 warmups: b.warmups,
                 runs: b.runs,
                 max_runs: b.max_runs,
-                metric: b.metric.describe(),
-                better: b.better,
+                metric: if input.rule.criterion == Criterion::Simulated {
+                    "simulated (estimated cycles)".into()
+                } else {
+                    b.metric.describe()
+                },
+                better: if input.rule.criterion == Criterion::Simulated {
+                    crate::core::task::Better::Lower
+                } else {
+                    b.better
+                },
                 timeout_s: b.timeout.as_secs_f64() * input.timeout_scale,
                 output_check: b.output_check.describe(),
             })
@@ -325,7 +343,12 @@ impl<'a> Measurement<'a> {
             .filter(|&i| is_reference(&variants[i].label) || left.contains(&i))
             .collect();
         let order = round_order(&members, self.round);
-        let seed = run::round_seed();
+        // Simulated: the same input every time (the count is the figure, not a sample of it).
+        let seed = if schedule.criterion == Criterion::Simulated {
+            crate::core::stats::derive_seed(self.input.rule.seed, &[&task.id])
+        } else {
+            run::round_seed()
+        };
         self.log.rounds.push(RoundRecord {
             round: self.round,
             order: order.iter().map(|&i| variants[i].label.clone()).collect(),
@@ -390,7 +413,16 @@ impl<'a> Measurement<'a> {
             None => None,
         };
         let output_limit = self.input.task.resources.bench_output_limit();
-        let ran = run::run_once(sandbox, bench, self.input.timeout_scale, seed, output_limit).await;
+        let simulate = self.input.rule.criterion == Criterion::Simulated;
+        let ran = run::run_once(
+            sandbox,
+            bench,
+            self.input.timeout_scale,
+            seed,
+            output_limit,
+            simulate,
+        )
+        .await;
         let gpu = match (telemetry, watching) {
             (Some(sampler), Some(Ok(()))) => Some(
                 sampler
@@ -426,7 +458,10 @@ impl<'a> Measurement<'a> {
         let round = self.round;
         let warmup = round < self.input.schedule.warmup_rounds;
         let wall_s = result.wall_ns as f64 / 1e9;
-        let figure = run_value(&bench.metric, wall_s, result.metric.as_ref());
+        let figure = match &result.simulated {
+            Some(cost) => cost.figure(),
+            None => run_value(&bench.metric, wall_s, result.metric.as_ref()),
+        };
         let value = figure.as_ref().ok().copied();
         let mut record = RunRecord {
             round,
@@ -514,6 +549,9 @@ impl<'a> Measurement<'a> {
                 continue;
             }
             for bench in &self.input.task.benches {
+                if self.input.rule.criterion == Criterion::Simulated {
+                    break; // the figure is a count, not what the bench printed
+                }
                 if let Some(unit) = bench.metric_unit_s
                     && let Some(why) =
                         super::figures::unsupported_figure(&self.log, &bench.name, &label, unit)

@@ -43,8 +43,33 @@ pub(super) struct TimerResult {
     /// The output metric, as the timer found it in the whole output.
     #[serde(default)]
     pub(super) metric: Option<ReportedMetric>,
+    /// Under the simulated criterion: the simulator's counts.
+    #[serde(default)]
+    pub(super) simulated: Option<SimulatedCost>,
     #[serde(flatten)]
     pub(super) limits: guarded::RunLimits,
+}
+
+/// Cachegrind's counts of one bench run, summed over its processes, and the estimated
+/// cycles made of them (see harness/timed_run.py).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SimulatedCost {
+    #[serde(default)]
+    pub cycles: Option<f64>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl SimulatedCost {
+    /// The figure: estimated cycles, or why there is none.
+    pub fn figure(&self) -> Result<f64, String> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        self.cycles
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .ok_or_else(|| "the simulator gave no count".to_string())
+    }
 }
 
 /// An output metric as the in-container timer read it: its value when it was printed
@@ -111,6 +136,7 @@ pub(super) async fn run_once(
     timeout_scale: f64,
     seed: u64,
     output_limit: i64,
+    simulate: bool,
 ) -> Result<TimerResult, Dropout> {
     let timeout = bench.timeout.mul_f64(timeout_scale) + Duration::from_secs(5);
     let mut args: Vec<String> = vec![
@@ -144,6 +170,10 @@ pub(super) async fn run_once(
     }
     args.push("--output-limit".into());
     args.push(output_limit.to_string());
+    if simulate {
+        args.push("--simulate".into());
+        args.push("yes".into());
+    }
     args.push("--".into());
     args.push(bench.command.clone());
     let nonce = guarded::nonce();
