@@ -612,11 +612,38 @@ class PipeReader:
         return b"".join(self.chunks).decode("utf-8", "replace")
 
 
-def simulated_cost(log):
+class PidWatch:
+    """Every process of the sandbox user seen while the bench runs (every 20 ms): each must
+    report counts. A process can keep its counts out of the log (close the descriptor before
+    it starts, its counts then go to its stderr); it cannot keep out of /proc."""
+
+    def __init__(self, uid):
+        self.uid, self.seen = uid, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self):
+        while True:
+            try:
+                self.seen.update(str(pid) for pid in guard.user_processes(self.uid))
+            except OSError:
+                pass
+            if self._stop.wait(0.02):
+                return
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.seen
+
+
+def simulated_cost(log, seen=()):
     """Cachegrind's counts over every process of the log, and the estimated cycles
     (iai-callgrind's model: L1 hit 1, last-level hit 5, memory 35). A process that started
-    (its Command line) but reported no counts ran outside the count: an error."""
-    per_pid, started = {}, set()
+    (its Command line) or was seen running but reported no counts ran outside the count: an
+    error."""
+    per_pid, started = {}, set(seen)
     for line in log.splitlines():
         m = SIM_COMMAND.match(line)
         if m:
@@ -630,7 +657,8 @@ def simulated_cost(log):
         return {"error": "the simulator reported no counts"}
     missing = sorted(started - set(complete))
     if missing:
-        return {"error": "%d process(es) the simulator started reported no counts (pid %s)"
+        return {"error": "%d process(es) of the bench ran outside the simulator's count (pid %s): "
+                "a process must not close the harness's descriptors before it starts"
                 % (len(missing), ", ".join(missing[:5]))}
     total = {k: sum(c[k] for c in complete.values()) for k in SIM_FIELDS.values()}
     accesses = total["ir"] + total["dr"]
@@ -679,13 +707,16 @@ def run_timed(cfg, manifest, command, opts):
     os.close(null)
     watchdog = Watchdog(cfg, state, (out_fd, err_fd), opts["output_limit"])
     launched = Launched(argv, env, cfg, out_fd, err_fd, sim_w)
+    pid_watch = None
     if sim_w is not None:
         os.close(sim_w)
+        pid_watch = PidWatch(cfg["uid"])
     start = time.perf_counter_ns()
     launched.go()
     _, status, usage = os.wait4(launched.pid, 0)
     end = time.perf_counter_ns()
     watchdog.stop()
+    seen = pid_watch.stop() if pid_watch is not None else set()
     # Whatever the bench left running is stopped now, before its output is read: work
     # moved to a background process is neither timed nor allowed to finish the answer.
     lingering, _ = guard.kill_user(cfg["uid"], cfg["gid"])
@@ -731,7 +762,7 @@ def run_timed(cfg, manifest, command, opts):
     result["lingering_killed"] += lingering
     if sim_reader is not None:
         # Every process of the user is gone: the log's writers are closed.
-        result["simulated"] = simulated_cost(sim_reader.text())
+        result["simulated"] = simulated_cost(sim_reader.text(), seen)
     return result
 
 

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use common::*;
 
+const HIDDEN_CHILD: &str = "import subprocess, sys\n\ndef work(n):\n    code = 'total = 0\\nfor i in range(%d):\\n    total += sum([i * i])\\nprint(total)\\n' % n\n    out = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout\n    return int(out)\n";
+
 fn opt_at_k(ds: &Path, out: &Path, preds: &Path, run_id: &str) -> std::process::Output {
     run(harness()
         .args([
@@ -15,7 +17,7 @@ fn opt_at_k(ds: &Path, out: &Path, preds: &Path, run_id: &str) -> std::process::
             "--model",
             "test-model",
             "--k",
-            "2",
+            "3",
             "--criterion",
             "simulated",
             "--run-id",
@@ -61,9 +63,16 @@ fn simulated_counts_decide_and_repeat_exactly() {
     let preds = tmp.path().join("preds.jsonl");
     let human_code = with_new_file(&diff("mod.py", SLOW, FAST));
     let no_op = with_new_file("");
+    // The slow work moved to a child process that closes the harness's descriptors (its
+    // counts would go to its stderr, thrown away): never a cheap count.
+    let hidden = diff("mod.py", SLOW, HIDDEN_CHILD);
     predictions(
         &preds,
-        &[("sim-task", Some(&human_code)), ("sim-task", Some(&no_op))],
+        &[
+            ("sim-task", Some(&human_code)),
+            ("sim-task", Some(&no_op)),
+            ("sim-task", Some(&hidden)),
+        ],
     );
     let out = tmp.path().join("out");
     let o = opt_at_k(&ds, &out, &preds, "sim");
@@ -80,6 +89,15 @@ fn simulated_counts_decide_and_repeat_exactly() {
     assert_eq!(
         noop["inconclusive"], false,
         "a count is always decided: {noop}"
+    );
+    let hidden = read_json(&dir.join("test-model/sim-task/2/report.json"));
+    assert_eq!(hidden["status"], "test_failed", "{hidden}");
+    assert!(
+        hidden["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("outside the simulator's count"),
+        "{hidden}"
     );
     // No GSO report: GSO's numbers are seconds, never simulated counts.
     assert!(!dir.join("test-model.sim.report.json").exists());
