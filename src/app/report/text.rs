@@ -126,17 +126,23 @@ pub(super) const HEADERS: [&str; 8] = [
 
 pub(super) fn header_line(summary: &Summary) -> String {
     let info = &summary.info;
+    let rule = &info.decision_rule;
+    // A simulated count is one number per variant: it has no interval.
+    let how = if rule.criterion == crate::core::rule::Criterion::Simulated {
+        "estimated cycles counted by cachegrind, one count per variant".to_string()
+    } else {
+        format!("{:.0}% intervals", rule.confidence * 100.0)
+    };
     format!(
-        "model {}, run {}, K={}, {} instances, criterion {} (min_speedup {}, opt_thresh {}, {:.0}% intervals, seed {})",
+        "model {}, run {}, K={}, {} instances, criterion {} (min_speedup {}, opt_thresh {}, {how}, seed {})",
         info.model,
         info.run_id,
         info.k,
         summary.totals.total_instances,
-        info.decision_rule.criterion,
-        info.decision_rule.thresholds.min_speedup,
-        info.decision_rule.thresholds.opt_thresh,
-        info.decision_rule.confidence * 100.0,
-        info.decision_rule.seed
+        rule.criterion,
+        rule.thresholds.min_speedup,
+        rule.thresholds.opt_thresh,
+        rule.seed
     )
 }
 
