@@ -601,6 +601,16 @@ fn run_dropout(
     result: &run::TimerResult,
     figure: Result<f64, String>,
 ) -> Option<Dropout> {
+    if let Some(sim) = result.simulated.as_ref().filter(|s| s.unavailable) {
+        return Some(Dropout {
+            status: Status::Error,
+            detail: format!(
+                "bench `{}`: {}",
+                bench.name,
+                sim.error.as_deref().unwrap_or("no simulator")
+            ),
+        });
+    }
     if let Some(e) = result.ignore_errors.first() {
         return Some(Dropout {
             status: Status::Error,

@@ -58,6 +58,9 @@ pub struct SimulatedCost {
     pub cycles: Option<f64>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The task image has no simulator: not the code's fault.
+    #[serde(default)]
+    pub unavailable: bool,
 }
 
 impl SimulatedCost {
