@@ -104,12 +104,13 @@ fn simulated_counts_decide_and_repeat_exactly() {
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
     assert!(summary.contains("criterion simulated"), "{summary}");
 
-    // The same code counted again in fresh containers: the same number to a millionth
-    // (measured here: 80 estimated cycles of 458 million apart; a clock's runs are 10-25%).
+    // The same code counted again in fresh containers: the same number to a few millionths
+    // (measured here: 80 estimated cycles of 458 million apart; over two runs of the
+    // shipped examples at most 1.8e-6; a clock's runs are 10-25% apart on a noisy hour).
     let o = opt_at_k(&ds, &out, &preds, "sim-again");
     assert_eq!(o.status.code(), Some(0));
     let (a, b) = (base_cycles(&dir), base_cycles(&out.join("sim-again")));
-    assert!((a - b).abs() / a < 1e-6, "{a} vs {b}");
+    assert!((a - b).abs() / a < 1e-5, "{a} vs {b}");
     assert!(containers_of_run("sim").is_empty());
 
     // Clock timings and counts are not regraded into each other.
