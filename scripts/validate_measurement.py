@@ -28,6 +28,12 @@ Checks, each printed against its target (and written to validation.json):
 
 Every trial is an independent measurement (its own run, its own containers). The same
 trials are also judged by GSO's rule on the means of their first 5 and 10 rounds.
+
+Every figure is printed beside the hour it was measured in: before and after each check,
+a fixed loop (about 0.2 s of integer arithmetic) runs in 20 fresh processes, and the
+coefficient of variation of its times is the hour's noise (a "noisy" hour at 15% or more,
+as the README's tables are split). The figures of a noisy hour and a quiet one are not
+comparable; the noise says which a figure is.
 """
 import argparse
 import json
@@ -300,6 +306,37 @@ def units_for(seconds):
         namespace["spin"]()
         times.append(time.perf_counter() - t)
     return max(1000, round(UNITS * seconds / min(times)))
+
+
+NOISY_CV = 0.15
+
+
+def hour_noise(runs=20, seconds=0.2):
+    """The machine's noise now: the coefficient of variation of a fixed loop's time, each
+    run in a fresh process (timed inside it, start-up left out)."""
+    units = units_for(seconds)
+    code = ("import time\nt = time.perf_counter()\nx = 0\nfor i in range(%d):\n"
+            "    x = (x * 31 + i) & 0xFFFFFFFF\nprint(time.perf_counter() - t)\n" % units)
+    times = [float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                  text=True).stdout) for _ in range(runs)]
+    mean = statistics.mean(times)
+    cv = statistics.stdev(times) / mean
+    return {"cv": cv, "mean_s": mean, "runs": runs, "kind": "noisy" if cv >= NOISY_CV else "quiet"}
+
+
+def with_noise(name, check):
+    """Runs one check between two noise probes; the figures get the hour's noise beside them."""
+    before = hour_noise()
+    result = check()
+    after = hour_noise()
+    cv = max(before["cv"], after["cv"])
+    noise = {"before": before, "after": after, "cv": cv, "kind": "noisy" if cv >= NOISY_CV else "quiet"}
+    print(f"  [{name}] hour noise beside these figures: fixed-loop CV {before['cv']:.1%} before, "
+          f"{after['cv']:.1%} after: a {noise['kind']} hour")
+    if isinstance(result, dict):
+        result["hour_noise"] = noise
+        return result
+    return {"result": result, "hour_noise": noise}
 
 
 def calibrated_trials(work, name, level, trials, extra):
@@ -678,21 +715,23 @@ def main():
     t0 = time.time()
     try:
         if "timer" in only:
-            out["timer_bias"] = timer_bias(work, args.timer_runs)
+            out["timer_bias"] = with_noise("timer", lambda: timer_bias(work, args.timer_runs))
         if "aa" in only:
-            out["aa"] = aa(work, args.aa_trials, extra)
+            out["aa"] = with_noise("aa", lambda: aa(work, args.aa_trials, extra))
         if "known" in only:
-            out["known"] = known(work, args.known_trials, tuple(args.known_levels), extra)
+            out["known"] = with_noise(
+                "known", lambda: known(work, args.known_trials, tuple(args.known_levels), extra))
         if "human" in only:
-            out["human"] = human(work, args.human_trials, tasks, extra + args.human_args.split())
+            out["human"] = with_noise(
+                "human", lambda: human(work, args.human_trials, tasks, extra + args.human_args.split()))
         if "wall" in only:
-            out["wall"] = wall(work, args.wall_trials, extra)
+            out["wall"] = with_noise("wall", lambda: wall(work, args.wall_trials, extra))
         if "filter" in only and ALL_BENCHES:
             out["filter"] = filter_check(ESTIMATOR["name"])
         if "gso" in only:
-            out["gso"] = gso_check(work)
+            out["gso"] = with_noise("gso", lambda: gso_check(work))
         if "stability" in only:
-            out["stability"] = stability(work, args.stability_runs, extra)
+            out["stability"] = with_noise("stability", lambda: stability(work, args.stability_runs, extra))
     finally:
         out["wall_seconds"] = time.time() - t0
         path = args.out or os.path.join(work, "validation.json")
