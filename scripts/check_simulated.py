@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="harness-simulated.")
+    os.makedirs(out, exist_ok=True)
     preds = os.path.join(out, "check.jsonl")
     tasks = predictions(args.dataset, preds)
     walls = {c: run(args.bin, args.dataset, preds, c, out) for c in args.criteria}
