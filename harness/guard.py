@@ -427,21 +427,40 @@ def user_site(cfg):
     return os.path.join(cfg["home"], ".local/lib/python%d.%d/site-packages" % (v.major, v.minor))
 
 
+def base_tree_paths():
+    """Every file of the tree at base and every folder above one ("a/b.py", "a")."""
+    out = subprocess.run(
+        GIT_SAFE + ["ls-tree", "-r", "-z", "--name-only", "harness-base"],
+        cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False, env=GIT_ENV,
+    ).stdout.decode("utf-8", "surrogateescape")
+    paths = set()
+    for path in out.split("\0"):
+        while path:
+            paths.add(path)
+            path = os.path.dirname(path)
+    return paths
+
+
 def shadowing_modules(cfg):
     """"<file> (shadows the installed module `X`)" -> digest, for every module in a folder
     the sandbox user can write that Python searches before the installed one: the tree's
     root and the folders its test and bench scripts run from (first on sys.path), and the
-    user's site folder (before the system's)."""
+    user's site folder (before the system's). A module of the tree at base is the task's
+    own code, not a shadow (a task that optimises more_itertools ships it at the root, and
+    pytest's own dependencies install another): only one the patch or the code adds is."""
     installed = cfg.get("_installed")
     if installed is None:
         installed = cfg["_installed"] = installed_modules()
+    base = cfg.get("_base_paths")
+    if base is None:
+        base = cfg["_base_paths"] = base_tree_paths()
     found = {}
     folders = [("", os.path.join(TESTBED, d) if d else TESTBED) for d in cfg.get("script_dirs", [""])]
     for prefix, folder in folders:
         rel_dir = os.path.relpath(folder, TESTBED)
         for name, entry in module_names(folder).items():
-            if name in installed:
-                rel = entry if rel_dir == "." else rel_dir + "/" + entry
+            rel = entry if rel_dir == "." else rel_dir + "/" + entry
+            if name in installed and rel not in base:
                 found["%s (shadows the installed module `%s`)" % (rel, name)] = digest(os.path.join(folder, entry))
     site_dir = user_site(cfg)
     for name, entry in module_names(site_dir).items():
