@@ -207,9 +207,7 @@ fn example_predictions_get_their_designed_outcomes_and_a_rerun_changes_nothing()
 /// hack-adjusted score beside the raw one.
 fn gso_tools_read_the_reports(dir: &Path) {
     let reader = |dir: &Path| {
-        let out = run(std::process::Command::new("python3")
-            .arg(repo_root().join("tests/gso_reader.py"))
-            .arg(dir));
+        let out = gso_reader(dir);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -227,9 +225,7 @@ fn gso_tools_read_the_reports(dir: &Path) {
         .unwrap();
     altered["opt_stats"]["primes-sieve"]["base_mean"] = serde_json::json!(entry * 1.01);
     write(&opt_path, &altered.to_string());
-    let out = run(std::process::Command::new("python3")
-        .arg(repo_root().join("tests/gso_reader.py"))
-        .arg(dir));
+    let out = gso_reader(dir);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("primes-sieve: base_mean"));
     std::fs::write(&opt_path, original).unwrap();

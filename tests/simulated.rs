@@ -11,24 +11,7 @@ use common::*;
 const HIDDEN_CHILD: &str = "import subprocess, sys\n\ndef work(n):\n    code = 'total = 0\\nfor i in range(%d):\\n    total += sum([i * i])\\nprint(total)\\n' % n\n    out = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout\n    return int(out)\n";
 
 fn opt_at_k(ds: &Path, out: &Path, preds: &Path, run_id: &str) -> std::process::Output {
-    run(harness()
-        .args([
-            "opt-at-k",
-            "--model",
-            "test-model",
-            "--k",
-            "3",
-            "--criterion",
-            "simulated",
-            "--run-id",
-            run_id,
-        ])
-        .arg("--dataset")
-        .arg(ds)
-        .arg("--predictions")
-        .arg(preds)
-        .arg("--results-dir")
-        .arg(out))
+    test_model_run(ds, out, preds, run_id, "3", &["--criterion", "simulated"])
 }
 
 /// A patch of `mod.py` that also adds an unused file, so its tree is not human's or base's

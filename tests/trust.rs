@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::*;
 
 /// Base's code, plus, when run as the bench, a burner that outlives the run where `ps` shows
@@ -15,33 +13,6 @@ use common::*;
 /// spins while no bench runs in its own container, so base and human, measured in theirs on
 /// the same cores, get slower and this sample does not.
 const ZOMBIE_BURNER: &str = include_str!("fixtures/zombie_burner.py");
-
-fn opt_at_k(
-    ds: &Path,
-    out: &Path,
-    preds: &Path,
-    run_id: &str,
-    k: &str,
-    extra: &[&str],
-) -> std::process::Output {
-    run(harness()
-        .args([
-            "opt-at-k",
-            "--model",
-            "test-model",
-            "--k",
-            k,
-            "--run-id",
-            run_id,
-        ])
-        .args(extra)
-        .arg("--dataset")
-        .arg(ds)
-        .arg("--predictions")
-        .arg(preds)
-        .arg("--results-dir")
-        .arg(out))
-}
 
 #[test]
 fn a_process_that_outlives_its_run_as_a_zombie_leader_is_killed() {
@@ -56,7 +27,7 @@ fn a_process_that_outlives_its_run_as_a_zombie_leader_is_killed() {
     predictions(&preds, &[("burner", Some(&patch))]);
     let out = tmp.path().join("out");
     // GSO's protocol: one container per variant, a fixed number of runs, every run counted.
-    let o = opt_at_k(
+    let o = test_model_run(
         &ds,
         &out,
         &preds,
@@ -127,13 +98,13 @@ fn fixing_a_tasks_check_measures_its_saved_samples_again() {
     );
     let out = tmp.path().join("out");
     let args = ["--min-rounds", "3", "--max-rounds", "3", "--replicas", "1"];
-    let o = opt_at_k(&ds, &out, &preds, "stale", "1", &args);
+    let o = test_model_run(&ds, &out, &preds, "stale", "1", &args);
     assert_eq!(o.status.code(), Some(0));
     let report = out.join("stale/test-model/unchecked/0/report.json");
     assert_eq!(read_json(&report)["status"], "passed");
     // The task is fixed: its output is checked. The same command must not reuse the result.
     std::fs::write(&toml, &checked).unwrap();
-    let o = opt_at_k(&ds, &out, &preds, "stale", "1", &args);
+    let o = test_model_run(&ds, &out, &preds, "stale", "1", &args);
     assert_eq!(o.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -162,7 +133,7 @@ fn a_run_killed_outright_leaves_reports_that_say_partial() {
     let one = tmp.path().join("one.jsonl");
     predictions(&one, &[("slow-task", Some(&diff("mod.py", SLOW, FAST)))]);
     let args = ["--min-rounds", "3", "--max-rounds", "3", "--replicas", "1"];
-    let o = opt_at_k(&ds, &out, &one, "killed", "2", &args);
+    let o = test_model_run(&ds, &out, &one, "killed", "2", &args);
     assert_eq!(o.status.code(), Some(0));
     let run_dir = out.join("killed");
     let summary = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
@@ -217,7 +188,7 @@ fn a_run_killed_outright_leaves_reports_that_say_partial() {
     let report = read_json(&gso);
     assert_eq!(report["complete"], false, "{report}");
     // The containers the killed run left are removed by the next start.
-    let o = opt_at_k(&ds, &out, &two, "killed", "2", &args);
+    let o = test_model_run(&ds, &out, &two, "killed", "2", &args);
     assert_eq!(o.status.code(), Some(0));
     assert!(containers_of_run("killed").is_empty());
     let summary = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();

@@ -173,3 +173,38 @@ pub fn wait_for(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> Vec<Strin
     }
     panic!("never saw {what:?}: {seen:?}");
 }
+
+/// `opt-at-k` for model `test-model` on dataset `ds`, results under `out`.
+pub fn test_model_run(
+    ds: &Path,
+    out: &Path,
+    preds: &Path,
+    run_id: &str,
+    k: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    run(harness()
+        .args([
+            "opt-at-k",
+            "--model",
+            "test-model",
+            "--k",
+            k,
+            "--run-id",
+            run_id,
+        ])
+        .args(extra)
+        .arg("--dataset")
+        .arg(ds)
+        .arg("--predictions")
+        .arg(preds)
+        .arg("--results-dir")
+        .arg(out))
+}
+
+/// tests/gso_reader.py (GSO's scripts' reading of a run folder) on `dir`.
+pub fn gso_reader(dir: &Path) -> Output {
+    run(Command::new("python3")
+        .arg(repo_root().join("tests/gso_reader.py"))
+        .arg(dir))
+}
