@@ -105,26 +105,9 @@ mod tests {
         for r in 0..12u32 {
             let wiggle = if r % 2 == 0 { 1.03 } else { 0.97 };
             for (v, x) in [("base", 1.0), ("human", 0.5), ("s0", wiggle / 1.15)] {
-                runs.push(RunRecord {
-                    round: r,
-                    warmup: false,
-                    variant: v.into(),
-                    bench: "b".into(),
-                    wall_s: x,
-                    value: Some(if v == "base" { x * wiggle } else { x }),
-                    exit_code: 0,
-                    user_s: x,
-                    sys_s: 0.0,
-                    max_rss_kb: 0,
-                    involuntary_switches: 0,
-                    throttled: None,
-                    cpu_probe_ms: None,
-                    disturbed: None,
-                    output_digest: None,
-                    lingering_killed: 0,
-                    replica: 0,
-                    gpu: None,
-                });
+                let mut run = RunRecord::plain(v, "b", r, x);
+                run.value = Some(if v == "base" { x * wiggle } else { x });
+                runs.push(run);
             }
         }
         runs
