@@ -27,6 +27,11 @@ pub const ASSETS: &[Asset] = &[
         mode: 0o755,
     },
     Asset {
+        path: "opt/harness/simulate.py",
+        text: include_str!("../../harness/simulate.py"),
+        mode: 0o644,
+    },
+    Asset {
         path: "opt/harness/guard.py",
         text: GUARD_SCRIPT,
         mode: 0o644,
