@@ -25,6 +25,12 @@ Checks, each printed against its target (and written to validation.json):
   gso       GSO differential: verdicts of a --criterion gso run against GSO's rule
             recomputed here with numpy from the saved timings, plus GM values at x.x5 ties
   stability the example evaluation three times: identical verdicts
+  simulated --criterion simulated on tasks/_real (human's code in another tree, a no-op):
+            opt_commit on 90% of the tasks whose human speedup is at least 1.35x, the no-op
+            never optimised, measurement at most 60 s per task
+
+--noisy runs scripts/noisy_neighbour.py beside every check: an emulated noisy hour (the
+probes below measure it like any other).
 
 Every trial is an independent measurement (its own run, its own containers). The same
 trials are also judged by GSO's rule on the means of their first 5 and 10 rounds.
@@ -440,41 +446,26 @@ def known(work, trials, levels, extra):
 
 # ---- as good as human ----------------------------------------------------------------------
 
-def human_plus_comment(task_dir):
-    """The human patch with one comment line added to the first file it changes."""
+def human_plus_unused_file(task_dir):
+    """The human patch plus one new file nothing imports: human's code in a tree that is not
+    identical to human's (not even in its syntax trees), so it is measured on its own."""
     with open(os.path.join(task_dir, "human.patch")) as f:
         patch = f.read()
-    lines = patch.splitlines(keepends=True)
-    out, done = [], False
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        out.append(line)
-        if not done and line.startswith("@@"):
-            # Add a comment line as the first line of the first hunk and fix its counts.
-            import re
-            m = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)", line)
-            if m:
-                a, b, c, d, rest = m.groups()
-                b = int(b) if b is not None else 1
-                d = int(d) if d is not None else 1
-                out[-1] = "@@ -%s,%d +%s,%d @@%s\n" % (a, b, c, d + 1, rest.rstrip("\n"))
-                out.append("+# a comment the human did not write\n")
-                done = True
-        i += 1
-    return "".join(out)
+    extra = ("diff --git a/UNUSED_NOTE.txt b/UNUSED_NOTE.txt\nnew file mode 100644\n"
+             "--- /dev/null\n+++ b/UNUSED_NOTE.txt\n@@ -0,0 +1 @@\n+a file the human did not write\n")
+    return patch if patch.endswith("\n") else patch + "\n", extra
 
 
 def human(work, trials, tasks, extra):
     out = {"trials_per_task": trials, "tasks": {}}
-    print("\nAs good as human: the human patch plus a comment line (not byte-identical), %d trials per task" % trials)
+    print("\nAs good as human: the human patch plus one unused new file (measured on its own), %d trials per task" % trials)
     print("  %-34s %-9s %-18s %-22s %s" % ("task", "human", "opt_commit yes", "HM vs human (median)", "median rounds"))
     for task_dir in tasks:
         iid = os.path.basename(task_dir)
         ds = os.path.dirname(task_dir)
         p = os.path.join(work, f"human-{iid}.jsonl")
         write(p, json.dumps({"instance_id": iid, "model_name_or_path": "as-human",
-                             "model_patch": human_plus_comment(task_dir)}) + "\n")
+                             "model_patch": "".join(human_plus_unused_file(task_dir))}) + "\n")
         results = os.path.join(work, "results")
         reps = []
         t0 = time.time()
@@ -490,6 +481,8 @@ def human(work, trials, tasks, extra):
         hm = [r["opt_stats"]["hm_speedup_patch_commit"] for r in reps if r.get("opt_stats")]
         gm = [r["opt_stats"]["gm_speedup_commit_base"] for r in reps if r.get("opt_stats")]
         row = {"opt_commit_yes": yes, "trials": trials, "wall_seconds": time.time() - t0,
+               "opt_commit_no": sum(1 for r in reps if r.get("decision_commit") == "no"),
+               "measure_seconds": [r["seconds"]["measure"] for r in reps],
                "statuses": [r["status"] for r in reps],
                "decisions": [judged(r) for r in reps],
                "human_speedup_median": statistics.median(gm) if gm else None,
@@ -500,6 +493,50 @@ def human(work, trials, tasks, extra):
         print("  %-34s %-9s %-18s %-22s %s" % (iid, "%.2fx" % row["human_speedup_median"] if gm else "-",
                                               pct(yes, trials) + ("" if yes >= 0.9 * trials else " MISS"),
                                               "%.3f" % row["hm_vs_human_median"] if hm else "-", row["median_rounds"]))
+    big = [r for r in out["tasks"].values() if (r["human_speedup_median"] or 0) >= 1.35]
+    yes, n = sum(r["opt_commit_yes"] for r in big), sum(r["trials"] for r in big)
+    wrong = sum(r["opt_commit_no"] for r in out["tasks"].values())
+    secs = [s for r in out["tasks"].values() for s in r["measure_seconds"]]
+    out["human_at_least_1_35"] = {"yes": yes, "trials": n, "tasks": len(big)}
+    out["decided_not_optimised"] = wrong
+    out["measure_seconds_median"] = statistics.median(secs) if secs else None
+    print("  tasks with human >= 1.35x: opt_commit yes in %s (targets: 95%% on a quiet hour, 80%% on a "
+          "noisy one); decided not optimised: %d (target 0); measurement %s s per trial (median)"
+          % (pct(yes, n), wrong, "%.0f" % out["measure_seconds_median"] if secs else "-"))
+    return out
+
+
+def simulated(work):
+    """--criterion simulated on tasks/_real: human's code in another tree and a no-op per task."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import check_simulated
+    ds = os.path.join(ROOT, "tasks", "_real")
+    out_dir = os.path.join(work, "simulated")
+    os.makedirs(out_dir, exist_ok=True)
+    preds = os.path.join(out_dir, "check.jsonl")
+    tasks = check_simulated.predictions(ds, preds)
+    wall_all = check_simulated.run(BIN, ds, preds, "simulated", out_dir)
+    rows, yes, n, wrong, secs = {}, 0, 0, 0, []
+    print("\nSimulated criterion on tasks/_real: human's code in another tree, and a no-op")
+    for t in tasks:
+        h, z = check_simulated.sample(out_dir, "simulated", t, 0), check_simulated.sample(out_dir, "simulated", t, 1)
+        st = h.get("opt_stats") or {}
+        human_x = st.get("gm_speedup_commit_base", 0)
+        secs.append(h["seconds"]["measure"])
+        if human_x >= 1.35:
+            n += 1
+            yes += bool(h["opt_commit"])
+        wrong += bool(z["opt_base"])
+        rows[t] = {"human_over_base": human_x, "sample_opt_commit": h["opt_commit"],
+                   "hm": st.get("hm_speedup_patch_commit"), "no_op_optimised": z["opt_base"],
+                   "measure_seconds": h["seconds"]["measure"]}
+        print("  %-34s human %.2fx  human's code: %s (HM %.3f)  no-op: %s  measurement %.0f s"
+              % (t, human_x, "opt_commit" if h["opt_commit"] else "NOT", st.get("hm_speedup_patch_commit", 0),
+                 "OPTIMISED" if z["opt_base"] else "not optimised", h["seconds"]["measure"]))
+    out = {"tasks": rows, "human_at_least_1_35": {"yes": yes, "tasks": n}, "no_op_optimised": wrong,
+           "measure_seconds_median": statistics.median(secs), "wall_seconds": wall_all}
+    print("  human >= 1.35x: opt_commit %s (target 90%%); no-op optimised %d (target 0); measurement per task "
+          "median %.0f s (target 60 s); whole run %.0f s" % (pct(yes, n), wrong, out["measure_seconds_median"], wall_all))
     return out
 
 
@@ -694,7 +731,10 @@ def main():
     ap.add_argument("--wall-trials", type=int, default=5)
     ap.add_argument("--timer-runs", type=int, default=30)
     ap.add_argument("--stability-runs", type=int, default=3)
-    ap.add_argument("--only", choices=["timer", "aa", "known", "human", "wall", "filter", "gso", "stability"], action="append")
+    ap.add_argument("--only", choices=["timer", "aa", "known", "human", "wall", "filter", "gso", "stability",
+                                       "simulated"], action="append")
+    ap.add_argument("--noisy", action="store_true",
+                    help="run scripts/noisy_neighbour.py beside the checks (an emulated noisy hour)")
     ap.add_argument("--harness-args", default="", help="extra opt-at-k options for every run, e.g. '--estimator p20'")
     ap.add_argument("--human-args", default="", help="extra opt-at-k options for the as-good-as-human check only, e.g. '--max-rounds 60'")
     ap.add_argument("--out", default=None, help="where to write validation.json (default: the work folder)")
@@ -702,7 +742,7 @@ def main():
     if args.quick:
         args.aa_trials, args.known_trials, args.human_trials, args.stability_runs, args.wall_trials = 10, 5, 5, 2, 2
     extra = args.harness_args.split()
-    only = set(args.only or ["timer", "aa", "known", "human", "wall", "filter", "gso", "stability"])
+    only = set(args.only or ["timer", "aa", "known", "human", "wall", "filter", "gso", "stability", "simulated"])
     tasks = args.human_tasks or (
         [os.path.join(ROOT, "tasks", t) for t in sorted(os.listdir(os.path.join(ROOT, "tasks")))
          if not t.startswith(("_", ".")) and os.path.isfile(os.path.join(ROOT, "tasks", t, "task.toml"))]
@@ -711,8 +751,11 @@ def main():
            if os.path.isdir(os.path.join(ROOT, "tasks", "_real")) else []))
     work = tempfile.mkdtemp(prefix="harness-validate.")
     print(f"work folder: {work}; harness options: {' '.join(extra) or '(defaults)'}")
-    out = {"machine": {"nproc": os.cpu_count(), "load": os.getloadavg()}, "harness_args": extra}
+    out = {"machine": {"nproc": os.cpu_count(), "load": os.getloadavg()}, "harness_args": extra,
+           "noisy_neighbour": args.noisy}
     t0 = time.time()
+    neighbour = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "noisy_neighbour.py")]) \
+        if args.noisy else None
     try:
         if "timer" in only:
             out["timer_bias"] = with_noise("timer", lambda: timer_bias(work, args.timer_runs))
@@ -732,7 +775,12 @@ def main():
             out["gso"] = with_noise("gso", lambda: gso_check(work))
         if "stability" in only:
             out["stability"] = with_noise("stability", lambda: stability(work, args.stability_runs, extra))
+        if "simulated" in only:
+            out["simulated"] = with_noise("simulated", lambda: simulated(work))
     finally:
+        if neighbour:
+            neighbour.terminate()
+            neighbour.wait()
         out["wall_seconds"] = time.time() - t0
         path = args.out or os.path.join(work, "validation.json")
         with open(path, "w") as f:

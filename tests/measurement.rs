@@ -205,3 +205,186 @@ fn reports_regenerate_identically_and_refuse_mixed_machines() {
         info["fingerprint_id"]
     );
 }
+
+/// The budget rule against real containers: a measurement never starts a run it does not
+/// expect to finish within `--max-measure-seconds`, and samples that no affordable number
+/// of rounds would decide are stopped (`inconclusive`, saying why) instead of running on.
+#[test]
+fn the_budget_is_kept_to_the_second_and_hopeless_samples_stop() {
+    if !docker_available("the_budget_is_kept") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    dataset(tmp.path());
+
+    // Deadline: 40 rounds asked, 10 seconds given.
+    let out = run(&mut opt_at_k(
+        tmp.path(),
+        "deadline",
+        &[
+            "--min-rounds",
+            "40",
+            "--max-rounds",
+            "40",
+            "--replicas",
+            "1",
+            "--max-measure-seconds",
+            "10",
+        ],
+    ));
+    assert!(out.status.success());
+    let bench = read_json(
+        &tmp.path()
+            .join("out/deadline/test-model/budget/0/bench.json"),
+    );
+    let seconds = bench["seconds"].as_f64().unwrap();
+    assert!(
+        bench["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("time budget"),
+        "{}",
+        bench["stop_reason"]
+    );
+    // One run's deviation from its median duration is all it may overrun.
+    assert!(seconds <= 12.0, "measured for {seconds} s on a 10 s budget");
+    assert_eq!(bench["schedule"]["repetitions"], 3);
+    let run0 = &bench["runs"][0];
+    assert_eq!(run0["reps"].as_array().map(|r| r.len()), Some(3), "{run0}");
+    let floor = run0["reps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(
+        run0["value"].as_f64(),
+        Some(floor),
+        "the figure is the floor"
+    );
+
+    // A sample decided before the minimum of rounds is still paired with both references
+    // until it has the minimum, then stops: the run does not spin on to its round budget.
+    let out = run(&mut opt_at_k(
+        tmp.path(),
+        "early",
+        &["--min-rounds", "8", "--max-rounds", "40", "--replicas", "2"],
+    ));
+    assert!(out.status.success());
+    let bench = read_json(&tmp.path().join("out/early/test-model/budget/0/bench.json"));
+    assert_eq!(
+        bench["stop_reason"], "every sample decided or out",
+        "{}",
+        bench["stop_reason"]
+    );
+    for reference in ["base", "human"] {
+        let measured = bench["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["variant"] == reference && r["warmup"] == false)
+            .count();
+        assert!(
+            measured >= 8,
+            "{reference} measured {measured} rounds, minimum 8"
+        );
+    }
+    assert!(bench["rounds"].as_array().unwrap().len() < 40);
+
+    // Hopeless: three samples with human's code (each tree with its own unused file)
+    // against a threshold of exactly human's speed: no number of rounds decides "faster
+    // than human" for code that is human's, so they stop once they have their intervals,
+    // long before the 40 rounds allowed.
+    let ds = tmp.path().join("ds2");
+    make_task(&ds, "same", SLOW, FAST, "");
+    let rows: Vec<String> = (0..3)
+        .map(|i| {
+            format!(
+                "{}diff --git a/unused{i}.txt b/unused{i}.txt\nnew file mode 100644\n--- /dev/null\n+++ b/unused{i}.txt\n@@ -0,0 +1 @@\n+not used\n",
+                diff("mod.py", SLOW, FAST)
+            )
+        })
+        .collect();
+    let preds = tmp.path().join("same.jsonl");
+    predictions(
+        &preds,
+        &rows
+            .iter()
+            .map(|p| ("same", Some(p.as_str())))
+            .collect::<Vec<_>>(),
+    );
+    let out = test_model_run(
+        &ds,
+        &tmp.path().join("out"),
+        &preds,
+        "hopeless",
+        "3",
+        &[
+            "--opt-thresh",
+            "1.0",
+            "--min-rounds",
+            "5",
+            "--max-rounds",
+            "40",
+            "--replicas",
+            "2",
+        ],
+    );
+    assert!(out.status.success());
+    let dir = tmp.path().join("out/hopeless/test-model/same");
+    let bench = read_json(&dir.join("0/bench.json"));
+    let stopped = bench["stopped_undecided"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!stopped.is_empty(), "no sample was stopped: {bench}");
+    for (label, why) in &stopped {
+        assert!(why.as_str().unwrap().contains("stopped undecided"), "{why}");
+        let index: usize = label.trim_start_matches('s').parse().unwrap();
+        let report = read_json(&dir.join(format!("{index}/report.json")));
+        assert_eq!(report["inconclusive"], true, "{report}");
+        assert_eq!(report["detail"], *why, "the report says why");
+    }
+    let rounds = bench["rounds"].as_array().unwrap().len();
+    assert!(rounds < 40, "ran all {rounds} rounds");
+    assert_eq!(
+        bench["stop_reason"], "every sample decided or out",
+        "{}",
+        bench["stop_reason"]
+    );
+}
+
+/// Repetitions share a seed: a patch that stores its answer for the seed in a file during
+/// the first and prints it in the next two must not have those two timed. A repetition runs
+/// only from the files the first one started from, so its figure is its first run's.
+#[test]
+fn a_remembered_answer_does_not_make_the_floor() {
+    if !docker_available("a_remembered_answer") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    dataset(tmp.path());
+    let cheat = "import os\ndef work(n):\n    path = '/testbed/.answer-' + os.environ.get('HARNESS_BENCH_SEED', '') + '-' + str(n)\n    if os.path.exists(path):\n        return int(open(path).read())\n    total = 0\n    for i in range(n):\n        total += sum([i * i])\n    open(path, 'w').write(str(total))\n    return total\n";
+    predictions(
+        &tmp.path().join("p.jsonl"),
+        &[("budget", Some(&diff("mod.py", SLOW, cheat)))],
+    );
+    let out = run(&mut opt_at_k(
+        tmp.path(),
+        "remembered",
+        &["--replicas", "1", "--min-rounds", "5", "--max-rounds", "5"],
+    ));
+    assert!(out.status.success());
+    let s = sample(tmp.path(), "remembered");
+    assert_eq!(s["status"], "passed", "{s}");
+    assert_ne!(s["decision_base"], "yes", "{s}");
+    let bench = read_json(
+        &tmp.path()
+            .join("out/remembered/test-model/budget/0/bench.json"),
+    );
+    for r in bench["runs"].as_array().unwrap() {
+        if r["variant"] == "s0" {
+            assert_eq!(r["reps"].as_array().map(|v| v.len()), Some(1), "{r}");
+        }
+    }
+}

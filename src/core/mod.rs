@@ -2,6 +2,7 @@
 //! holds. Plain data and pure decisions; nothing here talks to Docker or imports from the
 //! floors above (it may use the sealed `telemetry` leaf's data types).
 
+pub mod allocation;
 pub mod cpuset;
 pub mod dataset;
 pub mod digest;

@@ -36,6 +36,10 @@ pub struct Settings {
     /// Containers per variant under strict (default: the task's measure.replicas, else 5).
     #[arg(long)]
     pub replicas: Option<u32>,
+    /// Timed repetitions of a bench in one exec under strict, the fastest taken (default:
+    /// the task's measure.repetitions, else 3).
+    #[arg(long)]
+    pub repetitions: Option<u32>,
     /// opt_base needs round(GM speedup over base, 1) >= this.
     #[arg(long, default_value_t = 1.2)]
     pub min_speedup: f64,
@@ -57,6 +61,7 @@ impl Default for Settings {
             max_rounds: None,
             max_measure_seconds: None,
             replicas: None,
+            repetitions: None,
             min_speedup: 1.2,
             opt_thresh: 0.95,
             timeout_scale: 1.0,
@@ -74,6 +79,8 @@ pub struct Budget {
     pub timeout_scale: f64,
     /// Containers per variant (None: the task's, or the default).
     pub replicas: Option<u32>,
+    /// Repetitions per exec (None: the task's, or the default).
+    pub repetitions: Option<u32>,
 }
 
 impl Settings {
@@ -105,6 +112,7 @@ impl Settings {
             ("min_rounds", self.min_rounds),
             ("max_rounds", self.max_rounds),
             ("replicas", self.replicas),
+            ("repetitions", self.repetitions),
         ] {
             if v == Some(0) {
                 out.push((key, "must be at least 1".into()));
@@ -141,6 +149,7 @@ impl Settings {
             max_seconds: self.max_measure_seconds,
             timeout_scale: self.timeout_scale,
             replicas: self.replicas,
+            repetitions: self.repetitions,
         }
     }
 }
@@ -196,7 +205,7 @@ mod tests {
         let json = serde_json::to_string(&s).unwrap();
         assert_eq!(serde_json::from_str::<Settings>(&json).unwrap(), s);
         assert!(toml::from_str::<Settings>("sede = 1\n").is_err());
-        assert_eq!(Settings::keys().len(), 10);
+        assert_eq!(Settings::keys().len(), 11);
         assert!(Settings::keys().contains(&"max_measure_seconds".to_string()));
     }
 

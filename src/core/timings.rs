@@ -51,6 +51,12 @@ pub struct RunRecord {
     /// What the task's GPUs did during the run (GPU tasks only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<RunGpu>,
+    /// The figure of each timed repetition in the exec (`value` is the best of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reps: Vec<f64>,
+    /// Seconds the whole exec took, the harness's own overhead included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_s: Option<f64>,
 }
 
 /// NVML telemetry of one run, over every GPU of the task. The window is the run's exec,
@@ -101,6 +107,8 @@ impl RunRecord {
             lingering_killed: 0,
             replica: 0,
             gpu: None,
+            reps: Vec::new(),
+            exec_s: None,
         }
     }
 
@@ -148,6 +156,13 @@ pub struct Schedule {
     /// Containers per variant; round r runs in the (r mod replicas)-th.
     #[serde(default = "one")]
     pub replicas: u32,
+    /// Timed repetitions of each bench per exec; a run's figure is the fastest of them.
+    #[serde(default = "one")]
+    pub repetitions: u32,
+    /// Containers a variant may grow to while its samples are undecided (= `replicas` when
+    /// the count is fixed).
+    #[serde(default = "one")]
+    pub max_replicas: u32,
 }
 
 fn one() -> u32 {
@@ -168,6 +183,10 @@ pub struct BenchLog {
     pub runs: Vec<RunRecord>,
     /// variant → the round after which its verdict was decided.
     pub decided_after: BTreeMap<String, u32>,
+    /// Samples stopped undecided before the budget was spent, and why (see
+    /// `core::allocation`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stopped_undecided: BTreeMap<String, String>,
     /// variant → why it left the measurement early.
     pub dropped: BTreeMap<String, String>,
     pub stop_reason: String,
@@ -327,6 +346,8 @@ mod tests {
                 max_seconds: 1.0,
                 cpuset: None,
                 replicas: 1,
+                repetitions: 1,
+                max_replicas: 1,
             },
             rounds: Vec::new(),
             runs: digests
@@ -336,6 +357,7 @@ mod tests {
                 .chain([run(1, "s0", "x")])
                 .collect(),
             decided_after: BTreeMap::new(),
+            stopped_undecided: BTreeMap::new(),
             dropped: BTreeMap::new(),
             stop_reason: String::new(),
             seconds: 0.0,

@@ -547,6 +547,8 @@ mod tests {
                 max_seconds: 60.0,
                 cpuset: None,
                 replicas: 1,
+                repetitions: 1,
+                max_replicas: 1,
             },
             rounds: vec![],
             runs: runs
@@ -571,9 +573,12 @@ mod tests {
                     lingering_killed: 0,
                     replica: 0,
                     gpu: None,
+                    reps: Vec::new(),
+                    exec_s: None,
                 })
                 .collect(),
             decided_after: Default::default(),
+            stopped_undecided: Default::default(),
             dropped: Default::default(),
             stop_reason: String::new(),
             seconds: 0.0,

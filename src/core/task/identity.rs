@@ -34,6 +34,7 @@ impl Task {
             benches,
             measure_max_seconds,
             replicas,
+            repetitions,
             resources,
             protected,
         } = self;
@@ -75,7 +76,7 @@ impl Task {
                 })
             })
             .collect();
-        serde_json::json!({
+        let mut identity = serde_json::json!({
             "id": id,
             "base_image": base_image,
             "setup": setup,
@@ -92,6 +93,11 @@ impl Task {
                 "network": network, "gpus": gpus, "disk_bytes": disk_bytes,
             },
             "protected": protected,
-        })
+        });
+        // Only when set: tasks that leave it out keep the identity they had before it existed.
+        if let (Some(r), Some(map)) = (repetitions, identity.as_object_mut()) {
+            map.insert("repetitions".into(), serde_json::json!(r));
+        }
+        identity
     }
 }

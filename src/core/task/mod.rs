@@ -183,6 +183,8 @@ pub struct Task {
     pub measure_max_seconds: f64,
     /// Containers per variant under strict (None: the harness's default).
     pub replicas: Option<u32>,
+    /// Timed repetitions per exec under strict (None: the harness's default).
+    pub repetitions: Option<u32>,
     pub resources: Resources,
     pub protected: Vec<String>,
     protected_set: Vec<regex::Regex>,

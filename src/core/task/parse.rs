@@ -68,6 +68,15 @@ pub(super) fn task(dir: &Path, toml_path: &Path, text: &str) -> Result<Task> {
             Some(0) => return Err(field_err("measure.replicas", "must be at least 1".into())),
             r => r,
         },
+        repetitions: match raw.measure.repetitions {
+            Some(0) => {
+                return Err(field_err(
+                    "measure.repetitions",
+                    "must be at least 1".into(),
+                ));
+            }
+            r => r,
+        },
         resources,
         protected: raw.protected,
         protected_set,

@@ -50,6 +50,7 @@ pub(super) struct RawCommits {
 pub(super) struct RawMeasure {
     pub(super) max_seconds: Option<f64>,
     pub(super) replicas: Option<u32>,
+    pub(super) repetitions: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -77,11 +77,17 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     let task = input.task;
     let mut variants = variant::variants_of(task, input.material, &input.samples);
     let guard_config = crate::sandbox::docker::image::guard_config(task, input.material);
+    // Simulated counts do not depend on what else runs: its containers use every core.
+    let simulated = ctx.rule.criterion == crate::core::rule::Criterion::Simulated;
     let prep = prepare::Prep {
         ctx,
         task,
         image: &input.image,
-        cpuset: input.cpuset.clone(),
+        cpuset: if simulated {
+            None
+        } else {
+            input.cpuset.clone()
+        },
         gpu_ids: &input.gpu_ids,
         guard_config: &guard_config,
     };
@@ -89,7 +95,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     let mut base_failure = reference_failure(&variants, "");
     let mut measured = None;
     if base_failure.is_none() {
-        measured = measure_variants(ctx, &input, &mut variants).await;
+        measured = measure_variants(&prep, &input, &mut variants).await;
         base_failure = reference_failure(&variants, " while measuring");
     }
     for v in &variants {
@@ -160,28 +166,21 @@ fn reference_failure(variants: &[Variant], when: &str) -> Option<(Status, String
 /// Phase 2, on the same cores, nothing else of the task running: the variants still in
 /// measured together; their dropouts recorded on them. None when no sample needs it.
 async fn measure_variants(
-    ctx: &EvalContext,
+    prep: &prepare::Prep<'_>,
     input: &TaskInput<'_>,
     variants: &mut [Variant],
 ) -> Option<(BenchLog, f64)> {
-    let task = input.task;
+    let (ctx, task) = (prep.ctx, input.task);
     let shared: BTreeMap<String, String> = variants
         .iter()
         .filter(|v| v.failure.is_none())
         .filter_map(|v| v.shared_with.clone().map(|s| (v.label.clone(), s)))
         .collect();
-    let participants: Vec<measure::Participant> = variants
+    if !variants
         .iter()
-        .filter(|v| v.failure.is_none() && v.shared_with.is_none())
-        .filter_map(|v| {
-            v.sandbox.as_ref().map(|s| measure::Participant {
-                label: v.label.clone(),
-                sandboxes: std::iter::once(s).chain(&v.replicas).collect(),
-                manifest: v.manifest.clone().unwrap_or_default(),
-            })
-        })
-        .collect();
-    if !participants.iter().any(|p| p.label.starts_with('s')) && shared.is_empty() {
+        .any(|v| v.failure.is_none() && v.shared_with.is_none() && v.label.starts_with('s'))
+        && shared.is_empty()
+    {
         return None;
     }
     emit(
@@ -205,19 +204,36 @@ async fn measure_variants(
             None
         }
     };
-    let outcome = measure::measure(measure::MeasureInput {
-        task,
-        variants: &participants,
-        shared: &shared,
-        rule: &ctx.rule,
-        schedule,
-        timeout_scale: ctx.budget.timeout_scale,
-        events: &ctx.events,
-        telemetry: sampler.as_ref(),
-    })
-    .await;
+    let mut progress = None;
+    let outcome = loop {
+        let participants = participants(variants);
+        let measured = measure::measure(
+            measure::MeasureInput {
+                task,
+                variants: &participants,
+                shared: &shared,
+                rule: &ctx.rule,
+                schedule: schedule.clone(),
+                timeout_scale: ctx.budget.timeout_scale,
+                events: &ctx.events,
+                telemetry: sampler.as_ref(),
+            },
+            progress.take(),
+        )
+        .await;
+        drop(participants);
+        match measured {
+            measure::Measured::Done(outcome) => break outcome,
+            measure::Measured::MoreContainers {
+                progress: p,
+                labels,
+            } => {
+                add_containers(prep, variants, &labels).await;
+                progress = Some(p);
+            }
+        }
+    };
     drop(sampler);
-    drop(participants);
     let seconds = outcome.log.seconds;
     for (label, d) in &outcome.dropouts {
         if let Some(v) = variants.iter_mut().find(|v| &v.label == label) {
@@ -235,6 +251,55 @@ async fn measure_variants(
         .map(|v| v.label.clone())
         .collect();
     Some((log, seconds))
+}
+
+/// The variants measured on their own, with all their containers.
+fn participants(variants: &[Variant]) -> Vec<measure::Participant<'_>> {
+    variants
+        .iter()
+        .filter(|v| v.failure.is_none() && v.shared_with.is_none())
+        .filter_map(|v| {
+            v.sandbox.as_ref().map(|s| measure::Participant {
+                label: v.label.clone(),
+                sandboxes: std::iter::once(s).chain(&v.replicas).collect(),
+                manifest: v.manifest.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// More containers for the variants named, each prepared like the first (patch, install,
+/// test, protection checked); a variant whose new container fails is out as it would have
+/// been at the start.
+async fn add_containers(prep: &prepare::Prep<'_>, variants: &mut [Variant], labels: &[String]) {
+    let max = measure::max_replicas(prep.task, &prep.ctx.rule, &prep.ctx.budget);
+    emit(
+        &prep.ctx.events,
+        Event::Debug(format!(
+            "{}: {} still undecided after two runs in each container: adding containers",
+            prep.task.id,
+            labels
+                .iter()
+                .filter(|l| l.starts_with('s'))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    );
+    let more = variants
+        .iter_mut()
+        .filter(|v| v.failure.is_none() && labels.contains(&v.label))
+        .map(|v| async move {
+            for _ in 0..measure::GROW_STEP {
+                let next = v.replicas.len() + 1;
+                if v.failure.is_some() || next >= max {
+                    break;
+                }
+                prepare::prepare(prep, v, next).await;
+            }
+        });
+    futures::future::join_all(more).await;
+    checks::check_protection(variants);
 }
 
 /// Every sample's status, report and folder.

@@ -99,6 +99,11 @@ pub(super) fn sample_report(
             .unwrap_or_default(),
     };
     crate::core::verdict::apply_to(&mut report, judgement.as_ref(), &ctx.rule);
+    if report.inconclusive
+        && let Some(why) = measured.and_then(|(log, _)| log.stopped_undecided.get(&v.label))
+    {
+        report.detail = why.clone();
+    }
     report
 }
 

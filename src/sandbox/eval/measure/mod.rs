@@ -9,6 +9,13 @@
 //! happened (the CPU changed speed, the container's CPU quota throttled it, it sat off-CPU
 //! far longer than its other runs) are flagged in `bench.json`.
 
+mod budget;
+mod plan;
+pub use budget::GROW_STEP;
+pub use plan::{
+    DEFAULT_REPETITIONS, DEFAULT_REPLICAS, MAX_REPLICAS, MIN_INTERVAL_ROUNDS, max_replicas,
+    repetitions, replicas, schedule,
+};
 mod checks;
 mod disturb;
 mod run;
@@ -18,6 +25,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use crate::core::allocation::{self, Needs};
 use crate::core::events::{Event, Events, emit};
 use crate::core::results::Status;
 use crate::core::rule::{Criterion, DecisionRule};
@@ -52,72 +60,6 @@ pub struct MeasureOutcome {
 }
 
 pub use crate::core::settings::Budget;
-
-/// Containers per variant: `--replicas`, else the task's `measure.replicas`, else
-/// [`DEFAULT_REPLICAS`] under strict; one under gso (GSO's protocol).
-pub fn replicas(task: &Task, rule: &DecisionRule, budget: &Budget) -> usize {
-    match rule.criterion {
-        Criterion::Gso | Criterion::Simulated => 1,
-        Criterion::Strict => budget
-            .replicas
-            .or(task.replicas)
-            .unwrap_or(DEFAULT_REPLICAS)
-            .max(1) as usize,
-    }
-}
-
-/// Containers per variant under strict, unless the task or the command line says.
-pub const DEFAULT_REPLICAS: u32 = 5;
-
-/// The schedule for a task: warmups = the most any bench asks, in every container (round r
-/// runs in replica r mod C, so the first warmups × C rounds are warmups); rounds from `runs`
-/// (min) and `max_runs` (max), overridden from the command line. Under `gso` the number of
-/// rounds is fixed at the minimum, as GSO does.
-pub fn schedule(
-    task: &Task,
-    rule: &DecisionRule,
-    budget: &Budget,
-    cpuset: Option<String>,
-) -> Schedule {
-    let replicas = replicas(task, rule, budget) as u32;
-    let simulated = rule.criterion == Criterion::Simulated;
-    // Simulated: one count per variant and bench, no warmup (a count has no warm state).
-    let warmup_rounds = if simulated {
-        0
-    } else {
-        task.benches.iter().map(|b| b.warmups).max().unwrap_or(0) * replicas
-    };
-    let min_rounds = if simulated {
-        1
-    } else {
-        budget
-            .min_rounds
-            .unwrap_or_else(|| task.benches.iter().map(|b| b.runs).max().unwrap_or(1))
-            .max(1)
-    };
-    let max_rounds = match rule.criterion {
-        Criterion::Gso | Criterion::Simulated => min_rounds,
-        Criterion::Strict => budget
-            .max_rounds
-            .unwrap_or_else(|| {
-                task.benches
-                    .iter()
-                    .map(|b| b.max_runs)
-                    .max()
-                    .unwrap_or(min_rounds)
-            })
-            .max(min_rounds),
-    };
-    Schedule {
-        criterion: rule.criterion,
-        warmup_rounds,
-        min_rounds,
-        max_rounds,
-        max_seconds: budget.max_seconds.unwrap_or(task.measure_max_seconds),
-        cpuset,
-        replicas,
-    }
-}
 
 /// The order of a round, from a Williams design: over a cycle of rounds (n rounds for n
 /// variants when n is even, 2n when odd) every variant runs in every position equally
@@ -174,17 +116,37 @@ pub struct MeasureInput<'a> {
 /// Measures the variants of a task: labels "base" and "human" are the references, every
 /// other label a sample. A sample whose bench fails or times out leaves the measurement
 /// with a status; the others go on.
-pub async fn measure(input: MeasureInput<'_>) -> MeasureOutcome {
-    let mut m = Measurement::new(input);
+/// Where a measurement ended: finished, or paused because the open samples would be decided
+/// sooner in more containers than in more rounds (the caller adds them to the variants
+/// named and resumes with the progress).
+pub enum Measured {
+    Done(MeasureOutcome),
+    MoreContainers {
+        progress: Progress,
+        labels: Vec<String>,
+    },
+}
+
+pub async fn measure(input: MeasureInput<'_>, resume: Option<Progress>) -> Measured {
+    let mut m = match resume {
+        Some(p) => Measurement { input, p },
+        None => Measurement::new(input),
+    };
     let stop_reason = loop {
         let left = m.samples_left();
         m.follow_shared();
         if let Some(reason) = m.stop(&left) {
             break reason;
         }
+        if let Some(labels) = m.wants_containers(&left) {
+            return Measured::MoreContainers {
+                progress: m.p,
+                labels,
+            };
+        }
         m.run_round(&left).await;
     };
-    m.finish(stop_reason)
+    Measured::Done(m.finish(stop_reason))
 }
 
 fn is_reference(label: &str) -> bool {
@@ -194,12 +156,21 @@ fn is_reference(label: &str) -> bool {
 /// A measurement under way: its log so far and who is still in.
 struct Measurement<'a> {
     input: MeasureInput<'a>,
+    p: Progress,
+}
+
+/// How far a measurement has got: what it carries over when it pauses for more containers.
+pub struct Progress {
     started: Instant,
     deadline: Instant,
     log: BenchLog,
     dropouts: BTreeMap<String, Dropout>,
     /// label → why it needs no more rounds.
     done: BTreeMap<String, String>,
+    /// label → the references an open sample still needs (absent: not judged yet).
+    needs: BTreeMap<String, Needs>,
+    /// A run did not fit before the deadline: the measurement stops after this round.
+    out_of_time: bool,
     /// New watched files base's runs made: a sample making the same ones is normal.
     base_created: BTreeSet<String>,
     round: u32,
@@ -250,6 +221,7 @@ impl<'a> Measurement<'a> {
             rounds: Vec::new(),
             runs: Vec::new(),
             decided_after: BTreeMap::new(),
+            stopped_undecided: BTreeMap::new(),
             dropped: BTreeMap::new(),
             stop_reason: String::new(),
             seconds: 0.0,
@@ -260,13 +232,17 @@ impl<'a> Measurement<'a> {
         let deadline = started + Duration::from_secs_f64(input.schedule.max_seconds.max(1.0));
         Measurement {
             input,
-            started,
-            deadline,
-            log,
-            dropouts: BTreeMap::new(),
-            done: BTreeMap::new(),
-            base_created: BTreeSet::new(),
-            round: 0,
+            p: Progress {
+                started,
+                deadline,
+                log,
+                dropouts: BTreeMap::new(),
+                done: BTreeMap::new(),
+                needs: BTreeMap::new(),
+                out_of_time: false,
+                base_created: BTreeSet::new(),
+                round: 0,
+            },
         }
     }
 
@@ -276,7 +252,7 @@ impl<'a> Measurement<'a> {
         (0..variants.len())
             .filter(|&i| {
                 let l = &variants[i].label;
-                !is_reference(l) && !self.dropouts.contains_key(l) && !self.done.contains_key(l)
+                !is_reference(l) && !self.p.dropouts.contains_key(l) && !self.p.done.contains_key(l)
             })
             .collect()
     }
@@ -285,10 +261,10 @@ impl<'a> Measurement<'a> {
     /// (their judgement reads its runs); one sharing human's needs base and human.
     fn follow_shared(&mut self) {
         for (label, source) in self.input.shared {
-            if let Some(d) = self.dropouts.get(source).cloned()
-                && !self.dropouts.contains_key(label)
+            if let Some(d) = self.p.dropouts.get(source).cloned()
+                && !self.p.dropouts.contains_key(label)
             {
-                self.dropouts.insert(
+                self.p.dropouts.insert(
                     label.clone(),
                     Dropout {
                         status: d.status,
@@ -306,21 +282,21 @@ impl<'a> Measurement<'a> {
             .input
             .shared
             .keys()
-            .filter(|l| !self.dropouts.contains_key(*l) && !self.done.contains_key(*l))
+            .filter(|l| !self.p.dropouts.contains_key(*l) && !self.p.done.contains_key(*l))
             .count();
         if left.is_empty() && shared_left == 0 {
             return Some("every sample decided or out".to_string());
         }
         if ["base", "human"]
             .iter()
-            .any(|r| self.dropouts.contains_key(*r))
+            .any(|r| self.p.dropouts.contains_key(*r))
         {
             return Some("a reference variant failed".to_string());
         }
-        if self.round >= schedule.warmup_rounds + schedule.max_rounds {
-            return Some(format!("round budget spent ({} rounds)", self.round));
+        if self.p.round >= schedule.warmup_rounds + schedule.max_rounds {
+            return Some(format!("round budget spent ({} rounds)", self.p.round));
         }
-        if self.round > 0 && Instant::now() >= self.deadline {
+        if self.p.round > 0 && (self.p.out_of_time || Instant::now() >= self.p.deadline) {
             return Some(format!("time budget spent ({:.0} s)", schedule.max_seconds));
         }
         None
@@ -335,29 +311,38 @@ impl<'a> Measurement<'a> {
             self.input.events,
             Event::Round {
                 instance: task.id.clone(),
-                round: self.round + 1,
+                round: self.p.round + 1,
                 rounds: schedule.warmup_rounds + schedule.max_rounds,
             },
         );
-        let members: Vec<usize> = (0..variants.len())
-            .filter(|&i| is_reference(&variants[i].label) || left.contains(&i))
-            .collect();
-        let order = round_order(&members, self.round);
+        let members = self.members(left);
+        let order = round_order(&members, self.p.round);
         // Simulated: the same input every time (the count is the figure, not a sample of it).
         let seed = if schedule.criterion == Criterion::Simulated {
             crate::core::stats::derive_seed(self.input.rule.seed, &[&task.id])
         } else {
             run::round_seed()
         };
-        self.log.rounds.push(RoundRecord {
-            round: self.round,
+        self.p.log.rounds.push(RoundRecord {
+            round: self.p.round,
             order: order.iter().map(|&i| variants[i].label.clone()).collect(),
             seed: Some(seed),
         });
         let mut data = RoundData::default();
-        for (bench_index, bench) in task.benches.iter().enumerate() {
+        let simulated = schedule.criterion == Criterion::Simulated;
+        if simulated {
+            self.count_round(&order, seed, &mut data).await;
+        }
+        'round: for (bench_index, bench) in task.benches.iter().enumerate() {
+            if simulated {
+                break;
+            }
             for &i in &order {
-                if !self.dropouts.contains_key(&variants[i].label) {
+                if self.p.round > 0 && !self.fits(&variants[i].label, &bench.name) {
+                    self.p.out_of_time = true;
+                    break 'round;
+                }
+                if !self.p.dropouts.contains_key(&variants[i].label) {
                     self.run_variant(&variants[i], bench_index, bench, seed, &mut data)
                         .await;
                 }
@@ -366,23 +351,53 @@ impl<'a> Measurement<'a> {
         checks::check_round(
             task,
             variants,
-            &self.log,
-            self.round,
+            &self.p.log,
+            self.p.round,
             seed,
             &data.changes,
             &data.tails,
-            &mut self.base_created,
-            &mut self.dropouts,
+            &mut self.p.base_created,
+            &mut self.p.dropouts,
         );
         let first_of_round = self
+            .p
             .log
             .runs
             .iter()
-            .position(|r| r.round == self.round)
-            .unwrap_or(self.log.runs.len());
-        flag_round(&mut self.log.runs[first_of_round..]);
-        self.round += 1;
+            .position(|r| r.round == self.p.round)
+            .unwrap_or(self.p.log.runs.len());
+        flag_round(&mut self.p.log.runs[first_of_round..]);
+        self.p.round += 1;
         self.mark_finished(left);
+    }
+
+    /// A simulated round: every variant's count at once, on whatever cores are free (a count
+    /// does not depend on what else runs, so nothing is gained by taking turns).
+    async fn count_round(&mut self, order: &[usize], seed: u64, data: &mut RoundData) {
+        let variants = self.input.variants;
+        let (task, scale) = (self.input.task, self.input.timeout_scale);
+        let output_limit = task.resources.bench_output_limit();
+        for bench in &task.benches {
+            let runs = order
+                .iter()
+                .filter(|&&i| !self.p.dropouts.contains_key(&variants[i].label))
+                .filter_map(|&i| variants[i].sandboxes.first().map(|sb| (i, *sb)))
+                .map(|(i, sandbox)| async move {
+                    let started = Instant::now();
+                    let ran =
+                        run::run_once(sandbox, bench, scale, seed, output_limit, true, 1).await;
+                    (i, ran, started.elapsed().as_secs_f64())
+                });
+            for (i, ran, secs) in futures::future::join_all(runs).await {
+                let label = variants[i].label.clone();
+                match ran {
+                    Ok(result) => self.record(&label, bench, 0, (result, secs), None, data),
+                    Err(d) => {
+                        self.p.dropouts.insert(label, d);
+                    }
+                }
+            }
+        }
     }
 
     /// One run of one bench in the variant's container of this round, with its telemetry.
@@ -394,7 +409,7 @@ impl<'a> Measurement<'a> {
         seed: u64,
         data: &mut RoundData,
     ) {
-        let replica = self.round as usize % p.sandboxes.len().max(1);
+        let replica = self.replica_for(p);
         let Some(sandbox) = p.sandboxes.get(replica) else {
             return;
         };
@@ -404,7 +419,7 @@ impl<'a> Measurement<'a> {
                 sampler
                     .start_run(RunTag {
                         variant: p.label.clone(),
-                        round: self.round,
+                        round: self.p.round,
                         run: bench_index as u32,
                     })
                     .await
@@ -414,6 +429,9 @@ impl<'a> Measurement<'a> {
         };
         let output_limit = self.input.task.resources.bench_output_limit();
         let simulate = self.input.rule.criterion == Criterion::Simulated;
+        let exec_started = Instant::now();
+        // A warmup's figure is discarded: one repetition warms the container as well as three.
+        let warmup = self.p.round < self.input.schedule.warmup_rounds;
         let ran = run::run_once(
             sandbox,
             bench,
@@ -421,15 +439,21 @@ impl<'a> Measurement<'a> {
             seed,
             output_limit,
             simulate,
+            if warmup {
+                1
+            } else {
+                self.input.schedule.repetitions
+            },
         )
         .await;
+        let exec_s = exec_started.elapsed().as_secs_f64();
         let gpu = match (telemetry, watching) {
             (Some(sampler), Some(Ok(()))) => Some(
                 sampler
                     .end_run()
                     .await
                     .map(|report| {
-                        self.log.telemetry_lines.extend(report.jsonl_lines());
+                        self.p.log.telemetry_lines.extend(report.jsonl_lines());
                         disturb::run_gpu(report)
                     })
                     .map_err(|e| e.to_string()),
@@ -438,9 +462,9 @@ impl<'a> Measurement<'a> {
             _ => None,
         };
         match ran {
-            Ok(result) => self.record(&p.label, bench, replica, result, gpu, data),
+            Ok(result) => self.record(&p.label, bench, replica, (result, exec_s), gpu, data),
             Err(d) => {
-                self.dropouts.insert(p.label.clone(), d);
+                self.p.dropouts.insert(p.label.clone(), d);
             }
         }
     }
@@ -451,16 +475,16 @@ impl<'a> Measurement<'a> {
         label: &str,
         bench: &Bench,
         replica: usize,
-        result: run::TimerResult,
+        (result, exec_s): (run::TimerResult, f64),
         gpu: Option<Result<RunGpu, String>>,
         data: &mut RoundData,
     ) {
-        let round = self.round;
+        let round = self.p.round;
         let warmup = round < self.input.schedule.warmup_rounds;
         let wall_s = result.wall_ns as f64 / 1e9;
-        let figure = match &result.simulated {
-            Some(cost) => cost.figure(),
-            None => run_value(&bench.metric, wall_s, result.metric.as_ref()),
+        let (figure, reps) = match &result.simulated {
+            Some(cost) => (cost.figure(), Vec::new()),
+            None => run::floor_figure(bench, &result),
         };
         let value = figure.as_ref().ok().copied();
         let mut record = RunRecord {
@@ -482,9 +506,12 @@ impl<'a> Measurement<'a> {
             lingering_killed: result.lingering_killed,
             replica: replica as u32,
             gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).cloned(),
+            reps,
+            exec_s: Some(exec_s),
         };
         if result.exit_code == 0 && value.is_some() && !warmup {
             let history: Vec<&RunRecord> = self
+                .p
                 .log
                 .runs
                 .iter()
@@ -497,7 +524,7 @@ impl<'a> Measurement<'a> {
                 record.disturbed = Some(why);
             }
         }
-        self.log.runs.push(record);
+        self.p.log.runs.push(record);
         data.tails.insert(
             (label.to_string(), bench.name.clone()),
             result.stdout_tail.clone(),
@@ -505,7 +532,7 @@ impl<'a> Measurement<'a> {
         data.changes
             .insert(label.to_string(), result.changes.clone());
         if let Some(d) = run_dropout(bench, round, &result, figure) {
-            self.dropouts.insert(label.to_string(), d);
+            self.p.dropouts.insert(label.to_string(), d);
         }
     }
 
@@ -519,16 +546,45 @@ impl<'a> Measurement<'a> {
             .chain(self.input.shared.keys().cloned())
             .collect();
         for label in labels {
-            if self.dropouts.contains_key(&label) || self.done.contains_key(&label) {
+            if self.p.dropouts.contains_key(&label) || self.p.done.contains_key(&label) {
                 continue;
             }
-            let j = judge(&self.log, &label, self.input.rule);
+            let j = judge(&self.p.log, &label, self.input.rule);
             let paired = j.rounds();
             if sample_finished(&self.input.schedule, paired, j.decided()) {
                 if j.decided() {
-                    self.log.decided_after.insert(label.clone(), self.round);
+                    self.p.log.decided_after.insert(label.clone(), self.p.round);
                 }
-                self.done.insert(label, format!("{paired} rounds"));
+                self.p.done.insert(label, format!("{paired} rounds"));
+                continue;
+            }
+            if self.input.rule.criterion != Criterion::Strict || j.intervals.is_none() {
+                continue;
+            }
+            let th = &self.input.rule.thresholds;
+            // Below the minimum of rounds a sample is paired with both references, decided
+            // or not: the minimum holds for each comparison.
+            let open = if paired < self.input.schedule.min_rounds {
+                Needs {
+                    base: true,
+                    human: true,
+                }
+            } else {
+                allocation::needs(&j, th)
+            };
+            self.p.needs.insert(label.clone(), open);
+            // While containers can still be added, they come first: a projection from few
+            // containers takes their offsets for the sample's speed.
+            if paired >= self.input.schedule.min_rounds
+                && self.width_scale(&label) >= 1.0
+                && let Some(fit) = self.rounds_that_fit(&label, open)
+                && let Some(why) = allocation::give_up(&j, th, fit, self.width_scale(&label))
+            {
+                self.p
+                    .log
+                    .stopped_undecided
+                    .insert(label.clone(), why.clone());
+                self.p.done.insert(label, why);
             }
         }
     }
@@ -545,7 +601,7 @@ impl<'a> Measurement<'a> {
             .filter(|l| !is_reference(l))
             .collect();
         for label in labels {
-            if self.dropouts.contains_key(&label) || self.log.runs_of(&label) == "human" {
+            if self.p.dropouts.contains_key(&label) || self.p.log.runs_of(&label) == "human" {
                 continue;
             }
             for bench in &self.input.task.benches {
@@ -554,9 +610,9 @@ impl<'a> Measurement<'a> {
                 }
                 if let Some(unit) = bench.metric_unit_s
                     && let Some(why) =
-                        super::figures::unsupported_figure(&self.log, &bench.name, &label, unit)
+                        super::figures::unsupported_figure(&self.p.log, &bench.name, &label, unit)
                 {
-                    self.dropouts.insert(
+                    self.p.dropouts.insert(
                         label.clone(),
                         Dropout {
                             status: Status::TestFailed,
@@ -571,14 +627,15 @@ impl<'a> Measurement<'a> {
 
     fn finish(mut self, stop_reason: String) -> MeasureOutcome {
         self.check_figures();
-        let mut log = self.log;
+        let mut log = self.p.log;
         log.dropped = self
+            .p
             .dropouts
             .iter()
             .map(|(k, d)| (k.clone(), format!("{}: {}", d.status, d.detail)))
             .collect();
         log.stop_reason = stop_reason;
-        log.seconds = self.started.elapsed().as_secs_f64();
+        log.seconds = self.p.started.elapsed().as_secs_f64();
         log.warnings = log.seed_warnings();
         for w in &log.warnings {
             emit(
@@ -588,7 +645,7 @@ impl<'a> Measurement<'a> {
         }
         MeasureOutcome {
             log,
-            dropouts: self.dropouts,
+            dropouts: self.p.dropouts,
         }
     }
 }
@@ -616,6 +673,16 @@ fn run_dropout(
             status: Status::Error,
             detail: format!(
                 "bench `{}`: the in-container timer cannot read a line pattern: {e}",
+                bench.name
+            ),
+        });
+    }
+    if result.reps_digests_differ {
+        return Some(Dropout {
+            status: Status::TestFailed,
+            detail: format!(
+                "bench `{}` gave different output in repetitions with the same seed in round \
+                 {round}: its answer must depend on the seed only",
                 bench.name
             ),
         });

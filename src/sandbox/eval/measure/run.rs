@@ -46,8 +46,46 @@ pub(super) struct TimerResult {
     /// Under the simulated criterion: the simulator's counts.
     #[serde(default)]
     pub(super) simulated: Option<SimulatedCost>,
+    /// Every timed repetition of the exec, in order (the top-level figures are the fastest's).
+    #[serde(default)]
+    pub(super) reps: Vec<Repetition>,
+    #[serde(default)]
+    pub(super) reps_digests_differ: bool,
     #[serde(flatten)]
     pub(super) limits: guarded::RunLimits,
+}
+
+/// One timed repetition of a bench within an exec.
+#[derive(Debug, Deserialize)]
+pub(super) struct Repetition {
+    pub(super) wall_ns: u64,
+    #[serde(default)]
+    pub(super) metric: Option<ReportedMetric>,
+}
+
+/// A run's figure, the best of its repetitions (the fastest wall time, the best printed
+/// figure in the bench's direction), and every repetition's figure. A repetition without a
+/// figure makes the run's figure that repetition's error: the bench must print it each time.
+pub(super) fn floor_figure(bench: &Bench, result: &TimerResult) -> (Result<f64, String>, Vec<f64>) {
+    if result.reps.is_empty() {
+        let wall_s = result.wall_ns as f64 / 1e9;
+        return (
+            run_value(&bench.metric, wall_s, result.metric.as_ref()),
+            Vec::new(),
+        );
+    }
+    let mut figures = Vec::new();
+    for rep in &result.reps {
+        match run_value(&bench.metric, rep.wall_ns as f64 / 1e9, rep.metric.as_ref()) {
+            Ok(v) => figures.push(v),
+            Err(e) => return (Err(e), figures),
+        }
+    }
+    let best = match bench.better {
+        crate::core::task::Better::Lower => figures.iter().copied().fold(f64::INFINITY, f64::min),
+        crate::core::task::Better::Higher => figures.iter().copied().fold(0.0, f64::max),
+    };
+    (Ok(best), figures)
 }
 
 /// Cachegrind's counts of one bench run, summed over its processes, and the estimated
@@ -140,8 +178,12 @@ pub(super) async fn run_once(
     seed: u64,
     output_limit: i64,
     simulate: bool,
+    repetitions: u32,
 ) -> Result<TimerResult, Dropout> {
-    let timeout = bench.timeout.mul_f64(timeout_scale) + Duration::from_secs(5);
+    let timeout = bench
+        .timeout
+        .mul_f64(timeout_scale * repetitions.max(1) as f64)
+        + Duration::from_secs(5);
     let mut args: Vec<String> = vec![
         "timed".into(),
         "--out-dir".into(),
@@ -177,6 +219,8 @@ pub(super) async fn run_once(
         args.push("--simulate".into());
         args.push("yes".into());
     }
+    args.push("--repetitions".into());
+    args.push(repetitions.max(1).to_string());
     args.push("--".into());
     args.push(bench.command.clone());
     let nonce = guarded::nonce();

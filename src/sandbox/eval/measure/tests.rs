@@ -22,6 +22,8 @@ fn run(wall: f64, cpu: f64, throttled: Option<u64>) -> RunRecord {
         lingering_killed: 0,
         replica: 0,
         gpu: None,
+        reps: Vec::new(),
+        exec_s: None,
     }
 }
 
@@ -125,6 +127,8 @@ fn energy_per_round_and_ratios() {
             max_seconds: 10.0,
             cpuset: None,
             replicas: 1,
+            repetitions: 1,
+            max_replicas: 1,
         },
         rounds: Vec::new(),
         runs: vec![
@@ -139,6 +143,7 @@ fn energy_per_round_and_ratios() {
             with("s0", 0, "b", 5.0, false),
         ],
         decided_after: BTreeMap::new(),
+        stopped_undecided: BTreeMap::new(),
         dropped: BTreeMap::new(),
         stop_reason: String::new(),
         seconds: 0.0,
@@ -193,19 +198,22 @@ fn schedules_from_task_and_command_line() {
         max_seconds: None,
         timeout_scale: 1.0,
         replicas: None,
+        repetitions: None,
     };
     let s = schedule(&task, &rule(Criterion::Strict), &none, Some("1".into()));
     // Two warmups in each of the default three containers.
     assert_eq!(s.replicas, DEFAULT_REPLICAS);
     assert_eq!(
         (s.warmup_rounds, s.min_rounds, s.max_rounds),
-        (2 * DEFAULT_REPLICAS, 10, 40)
+        (2 * DEFAULT_REPLICAS, 5, 40),
+        "10 timed runs: ceil(10 / 3) = 4 rounds of three, raised to the 5 an interval needs"
     );
     assert_eq!(s.max_seconds, 900.0);
     assert_eq!(s.cpuset.as_deref(), Some("1"));
+    assert_eq!(s.repetitions, DEFAULT_REPETITIONS);
     // gso: a fixed number of rounds, as GSO does.
     let g = schedule(&task, &rule(Criterion::Gso), &none, None);
-    assert_eq!((g.min_rounds, g.max_rounds), (10, 10));
+    assert_eq!((g.min_rounds, g.max_rounds, g.repetitions), (10, 10, 1));
     // The command line overrides; max is never below min.
     let cli = Budget {
         min_rounds: Some(4),
@@ -213,9 +221,13 @@ fn schedules_from_task_and_command_line() {
         max_seconds: Some(5.0),
         timeout_scale: 1.0,
         replicas: None,
+        repetitions: Some(2),
     };
     let c = schedule(&task, &rule(Criterion::Strict), &cli, None);
-    assert_eq!((c.min_rounds, c.max_rounds, c.max_seconds), (4, 4, 5.0));
+    assert_eq!(
+        (c.min_rounds, c.max_rounds, c.max_seconds, c.repetitions),
+        (4, 4, 5.0, 2)
+    );
 }
 
 #[test]
@@ -271,6 +283,8 @@ fn rounds_rotate_and_samples_stop_when_decided() {
         max_seconds: 60.0,
         cpuset: None,
         replicas: 1,
+        repetitions: 1,
+        max_replicas: 1,
     };
     assert!(
         !sample_finished(&strict, 9, true),
@@ -404,4 +418,35 @@ fn runs_at_another_speed_than_their_round_are_flagged() {
     ];
     flag_round(&mut warm);
     assert!(warm.iter().all(|r| r.disturbed.is_none()));
+}
+
+#[test]
+fn a_runs_figure_is_the_best_of_its_repetitions() {
+    let result = |reps: &str| -> run::TimerResult {
+        serde_json::from_str(&format!(
+            r#"{{"wall_ns": 2000000000, "exit_code": 0, "user_s": 0.0, "sys_s": 0.0,
+                "max_rss_kb": 0, "stdout_tail": "", "stderr_tail": "", "reps": {reps}}}"#
+        ))
+        .unwrap()
+    };
+    let mut task = task_with(&[(0, 5, 10)]);
+    let three =
+        result(r#"[{"wall_ns": 3000000000}, {"wall_ns": 2000000000}, {"wall_ns": 2500000000}]"#);
+    let (figure, reps) = run::floor_figure(&task.benches[0], &three);
+    assert_eq!(figure, Ok(2.0), "the fastest wall time");
+    assert_eq!(reps, vec![3.0, 2.0, 2.5]);
+    // A printed figure where higher is better: the highest.
+    task.benches[0].metric = Metric::Pattern(regex::Regex::new("ops: (\\S+)").unwrap());
+    task.benches[0].better = crate::core::task::Better::Higher;
+    let printed = result(
+        r#"[{"wall_ns": 1, "metric": {"value": 40.0, "printed": 1}},
+            {"wall_ns": 1, "metric": {"value": 55.0, "printed": 1}}]"#,
+    );
+    assert_eq!(run::floor_figure(&task.benches[0], &printed).0, Ok(55.0));
+    // Every repetition must print it: one that does not makes the run's figure an error.
+    let missing = result(
+        r#"[{"wall_ns": 1, "metric": {"value": 40.0, "printed": 1}},
+            {"wall_ns": 1, "metric": {"value": null, "printed": 0}}]"#,
+    );
+    assert!(run::floor_figure(&task.benches[0], &missing).0.is_err());
 }
