@@ -47,6 +47,7 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guard  # noqa: E402
+import repeat  # noqa: E402
 import simulate  # noqa: E402
 
 TAIL_BYTES = 64 * 1024
@@ -588,7 +589,7 @@ def run_timed(cfg, manifest, command, opts):
     os.makedirs(out_dir, mode=0o755, exist_ok=True)
     reps, watchdogs, sim_reader, seen = [], [], None, set()
     wanted = max(1, opts["repetitions"])
-    files_before = writable_files(cfg, opts) if wanted > 1 else None
+    files_before = repeat.writable_files(cfg, opts) if wanted > 1 else None
     for _ in range(wanted):
         rep, watchdog, sim_reader, seen = one_repetition(cfg, state, command, opts)
         reps.append(rep)
@@ -596,9 +597,13 @@ def run_timed(cfg, manifest, command, opts):
         if "early" in rep or rep["exit_code"] != 0 or rep["output_flood"]:
             break
         # A repetition runs only from the files the first one started from: one that wrote
-        # anything (an answer for this seed, say) would hand it to the next.
-        if len(reps) < wanted and writable_files(cfg, opts) != files_before:
-            break
+        # anything (an answer for this seed, say) would hand it to the next. Python's own
+        # bytecode caches of the sources pass, once checked to be nothing but that.
+        if len(reps) < wanted:
+            files_before = repeat.files_if_unchanged(cfg, opts, files_before,
+                                                     lambda a: run_as_user(cfg, a))
+            if files_before is None:
+                break
     if "early" in reps[-1]:
         return reps[-1]["early"]
     result = dict(min(reps, key=lambda r: r["wall_ns"]) if all(r["exit_code"] == 0 for r in reps) else reps[-1])
@@ -619,26 +624,14 @@ def run_timed(cfg, manifest, command, opts):
     return result
 
 
-def writable_files(cfg, opts):
-    """(path, size, mtime) of every file the sandbox user can write: the tree, its home and
-    the memory file systems. The bench's own output files are left out (made fresh for
-    every repetition)."""
-    skip = {os.path.join(opts["out_dir"], "stdout"), os.path.join(opts["out_dir"], "stderr")}
-    if opts["output_file"]:
-        skip.add(os.path.join(guard.TESTBED, opts["output_file"]))
-    found = set()
-    for root in (guard.TESTBED, cfg["home"]) + guard.TMPFS_PATHS:
-        for here, _, files in os.walk(root):
-            for name in files:
-                path = os.path.join(here, name)
-                if path in skip:
-                    continue
-                try:
-                    st = os.lstat(path)
-                except OSError:
-                    continue
-                found.add((path, st.st_size, st.st_mtime_ns))
-    return found
+def run_as_user(cfg, argv):
+    """Runs argv as the sandbox user, output discarded, and returns its exit code."""
+    null = os.open("/dev/null", os.O_WRONLY)
+    try:
+        _, status = os.waitpid(spawn(argv, {"PATH": "/usr/bin:/bin"}, cfg, null, null), 0)
+    finally:
+        os.close(null)
+    return exit_code(status)
 
 
 def one_repetition(cfg, state, command, opts):

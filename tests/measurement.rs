@@ -369,22 +369,42 @@ fn a_remembered_answer_does_not_make_the_floor() {
         &tmp.path().join("p.jsonl"),
         &[("budget", Some(&diff("mod.py", SLOW, cheat)))],
     );
+    repetitions_stop_for(tmp.path(), "remembered");
+    // The same answer kept in a bytecode cache of a module of the tree, with a header that
+    // matches its source, so that Python would load it: not a cache of that source.
+    let stash = "import importlib.util, marshal, os, sys\ndef work(n):\n    key = (os.environ.get('HARNESS_BENCH_SEED', ''), n)\n    import answer\n    if answer.ANSWER and answer.ANSWER[0] == key:\n        return answer.ANSWER[1]\n    total = 0\n    for i in range(n):\n        total += sum([i * i])\n    src = '/testbed/answer.py'\n    st = os.stat(src)\n    head = importlib.util.MAGIC_NUMBER + bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, 'little') + (st.st_size & 0xFFFFFFFF).to_bytes(4, 'little')\n    code = compile('ANSWER = (%r, %d)\\n' % (key, total), src, 'exec')\n    os.makedirs('/testbed/__pycache__', exist_ok=True)\n    with open('/testbed/__pycache__/answer.%s.pyc' % sys.implementation.cache_tag, 'wb') as f:\n        f.write(head + marshal.dumps(code))\n    return total\n";
+    let answer_file = "diff --git a/answer.py b/answer.py\nnew file mode 100644\n--- /dev/null\n+++ b/answer.py\n@@ -0,0 +1 @@\n+ANSWER = None\n";
+    predictions(
+        &tmp.path().join("p.jsonl"),
+        &[(
+            "budget",
+            Some(&format!("{}{answer_file}", diff("mod.py", SLOW, stash))),
+        )],
+    );
+    repetitions_stop_for(tmp.path(), "stashed");
+}
+
+/// Runs the sample of `p.jsonl` in two containers and checks that every one of its runs kept
+/// one repetition, so that it was not judged faster than base, while base's runs kept all
+/// three, the first run in the container that ran no test included (its new bytecode
+/// caches are true caches).
+fn repetitions_stop_for(root: &std::path::Path, run_id: &str) {
     let out = run(&mut opt_at_k(
-        tmp.path(),
-        "remembered",
-        &["--replicas", "1", "--min-rounds", "5", "--max-rounds", "5"],
+        root,
+        run_id,
+        &["--replicas", "2", "--min-rounds", "5", "--max-rounds", "5"],
     ));
     assert!(out.status.success());
-    let s = sample(tmp.path(), "remembered");
+    let s = sample(root, run_id);
     assert_eq!(s["status"], "passed", "{s}");
     assert_ne!(s["decision_base"], "yes", "{s}");
-    let bench = read_json(
-        &tmp.path()
-            .join("out/remembered/test-model/budget/0/bench.json"),
-    );
-    for r in bench["runs"].as_array().unwrap() {
-        if r["variant"] == "s0" {
-            assert_eq!(r["reps"].as_array().map(|v| v.len()), Some(1), "{r}");
-        }
-    }
+    let bench = read_json(&root.join(format!("out/{run_id}/test-model/budget/0/bench.json")));
+    let reps = |variant: &str| -> Vec<usize> {
+        let runs = bench["runs"].as_array().unwrap().iter();
+        runs.filter(|r| r["variant"] == variant && r["warmup"] == false)
+            .map(|r| r["reps"].as_array().map_or(0, Vec::len))
+            .collect()
+    };
+    assert_eq!(reps("s0"), vec![1; 5], "{bench}");
+    assert_eq!(reps("base"), vec![3; 5], "{bench}");
 }
