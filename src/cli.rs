@@ -55,6 +55,10 @@ pub enum Command {
     Build(BuildArgs),
     /// Regenerate every report of a run folder from its saved results (no Docker).
     Report(ReportArgs),
+    /// Models or runs side by side on the instances they share: per task who is faster
+    /// (with an interval, from the saved timings), a ranking with the uncertainty of the
+    /// ranks, pass@k/opt@k per run, and what differs between the runs (no Docker).
+    Compare(CompareArgs),
     /// One task, found by a prefix of its base or human commit: base, human and one patch
     /// measured and judged three ways.
     Local(Box<LocalArgs>),
@@ -92,6 +96,23 @@ pub struct RunArgs {
     pub fail_under: Vec<String>,
     #[command(flatten)]
     pub gpu: GpuArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Run folders (evaluation_results/<run_id>), or folders holding run folders (a batch).
+    #[arg(required = true)]
+    pub run_dirs: Vec<PathBuf>,
+    /// Also write the comparison as one self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print the comparison as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Compare runs measured on different machines or under different criteria (refused
+    /// otherwise: their timings and verdicts do not compare).
+    #[arg(long)]
+    pub allow_mixed: bool,
 }
 
 #[derive(Debug, Args)]
@@ -534,6 +555,12 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             .await
         }
         Command::Status(a) => status::command(&a.run_dirs, a.json),
+        Command::Compare(a) => compare::command(compare::CompareOptions {
+            run_dirs: a.run_dirs,
+            html: a.html,
+            json: a.json,
+            allow_mixed: a.allow_mixed,
+        }),
         Command::Merge(a) => merge::command(&a.run_dirs, &a.out, a.json, &a.ci.options()),
         Command::Doctor(a) => {
             doctor::command(

@@ -6,6 +6,7 @@ mod common;
 
 use std::path::Path;
 
+use common::browser;
 use common::*;
 
 /// (instance, sample, status, opt_base, opt_commit, apply strategy) as designed in
@@ -199,7 +200,83 @@ fn example_predictions_get_their_designed_outcomes_and_a_rerun_changes_nothing()
     );
     assert!(containers_of_run("examples").is_empty());
 
+    report_page_renders_in_a_browser(&dir);
     gso_tools_read_the_reports(&dir);
+}
+
+/// report.html in headless Chromium: one row per sample with report.json's figures, the
+/// Opt@K of the opt@K report, the page's script ran, no console message, no network
+/// request; a screenshot with a drill-down open (the README's is one of these).
+fn report_page_renders_in_a_browser(dir: &Path) {
+    let Some(chrome) = browser::chromium("report_page") else {
+        return;
+    };
+    let page = dir.join("report.html");
+    let r = browser::render(&chrome, &page);
+    assert!(r.console.is_empty(), "console: {:?}", r.console);
+    assert!(r.page_requests.is_empty(), "{:?}", r.page_requests);
+    assert_eq!(browser::count(&r.dom, "data-sample=\""), EXPECTED.len());
+    assert!(r.dom.contains("aria-sort") || r.dom.contains("class=\"sortable\""));
+    for &(id, sample, status, ..) in EXPECTED {
+        let rep = read_json(&dir.join(format!("demo-agent/{id}/{sample}/report.json")));
+        assert!(
+            r.dom
+                .contains(&format!("data-instance=\"{id}\" data-sample=\"{sample}\"")),
+            "{id}/{sample}: no row"
+        );
+        assert!(
+            r.dom.contains(&format!("id=\"s.{id}.{sample}\"")),
+            "{id}/{sample}: no drill-down"
+        );
+        if status != "passed" {
+            continue;
+        }
+        let gm = rep["opt_stats"]["gm_speedup_patch_base"].as_f64().unwrap();
+        let hm = rep["opt_stats"]["hm_speedup_patch_commit"]
+            .as_f64()
+            .unwrap();
+        let iv = &rep["intervals"]["gm_speedup_patch_base"];
+        assert!(
+            r.dom.contains(&format!("data-estimate=\"{gm}\"")),
+            "{id}/{sample}: {gm}"
+        );
+        assert!(
+            r.dom.contains(&format!("data-estimate=\"{hm}\"")),
+            "{id}/{sample}: {hm}"
+        );
+        let text = format!(
+            "{gm:.2}x [{:.2}, {:.2}]",
+            iv["lo"].as_f64().unwrap(),
+            iv["hi"].as_f64().unwrap()
+        );
+        assert!(r.dom.contains(&text), "{id}/{sample}: {text}");
+    }
+    let opt = read_json(&dir.join("demo-agent.opt@3.examples.report.json"));
+    let score = format!("{:.2}%", opt["score"].as_f64().unwrap());
+    let card = r.dom.find("id=\"card-opt-at-k\"").expect("the Opt@K card");
+    assert!(
+        r.dom[card..].starts_with(&format!("id=\"card-opt-at-k\">Opt@3<b>{score}</b>")),
+        "{}",
+        &r.dom[card..card + 120]
+    );
+    let shots = repo_root().join("target/report-screenshots");
+    browser::screenshot(&chrome, &page, "", &shots.join("examples.png"), 1280, 1900);
+    browser::screenshot(
+        &chrome,
+        &page,
+        "#s.primes-sieve.0",
+        &shots.join("examples-drilldown.png"),
+        1280,
+        3000,
+    );
+    browser::screenshot(
+        &chrome,
+        &page,
+        "",
+        &shots.join("examples-phone.png"),
+        390,
+        1600,
+    );
 }
 
 /// GSO's own readers (their logic, in tests/gso_reader.py) accept the reports, under the

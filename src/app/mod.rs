@@ -5,6 +5,7 @@ pub mod agent;
 pub mod batch;
 pub mod build;
 pub mod ci;
+pub mod compare;
 pub mod doctor;
 pub mod images;
 pub mod import_gso;

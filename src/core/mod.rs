@@ -3,6 +3,7 @@
 //! floors above (it may use the sealed `telemetry` leaf's data types).
 
 pub mod allocation;
+pub mod compare;
 pub mod cpuset;
 pub mod dataset;
 pub mod digest;

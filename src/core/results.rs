@@ -176,6 +176,7 @@ pub mod names {
     pub const RESULTS_CSV: &str = "results.csv";
     pub const SUMMARY_JSON: &str = "summary.json";
     pub const JUNIT_XML: &str = "junit.xml";
+    pub const REPORT_HTML: &str = "report.html";
     /// Image build logs: `images/<instance>.build.log`.
     pub const IMAGES_DIR: &str = "images";
     /// Base's and human's logs: `<model>/<instance>/reference/{base,human}/`.

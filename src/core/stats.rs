@@ -112,7 +112,7 @@ pub fn location(xs: &mut [f64], est: Estimator, better: Better) -> f64 {
 }
 
 /// Per-bench speedups of the patch over the reference, from the rounds' figures.
-fn speedups(
+pub(crate) fn speedups(
     rounds: &[&RoundPair],
     benches: &[(String, Better)],
     est: Estimator,
@@ -137,7 +137,7 @@ fn speedups(
         .collect()
 }
 
-fn combine(xs: &[f64], agg: Aggregate) -> Option<f64> {
+pub(crate) fn combine(xs: &[f64], agg: Aggregate) -> Option<f64> {
     match agg {
         Aggregate::Geometric => crate::core::metrics::geometric_mean(xs),
         Aggregate::Harmonic => crate::core::metrics::harmonic_mean(xs),
@@ -145,7 +145,7 @@ fn combine(xs: &[f64], agg: Aggregate) -> Option<f64> {
 }
 
 /// Percentile of sorted values, linear between neighbours.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

@@ -1,6 +1,7 @@
 //! Shared by the integration tests: the real Docker daemon, the real binary.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod proxy;
 pub mod standin;
 

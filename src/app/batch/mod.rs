@@ -8,6 +8,7 @@
 //! - `run`: the command.
 
 mod config;
+mod html;
 mod rank;
 mod report;
 mod run;
@@ -21,4 +22,4 @@ pub use run::{BatchOptions, command};
 pub const BATCH_SCHEMA_VERSION: u32 = 1;
 
 /// File names the batch writes beside the entries' run folders: no entry may take them.
-const RESERVED: [&str; 2] = ["batch.json", "summary.md"];
+const RESERVED: [&str; 3] = ["batch.json", "summary.md", "report.html"];

@@ -10,7 +10,7 @@ use crate::app::ci::{FailUnder, GateResult};
 use crate::app::opt_at_k;
 use crate::app::plan::{RawRunOptions, RunPlan};
 use crate::core::events::Verbosity;
-use crate::core::results::{write_atomic, write_json};
+use crate::core::results::{names, write_atomic, write_json};
 
 /// What `harness run` is asked.
 pub struct BatchOptions {
@@ -59,6 +59,10 @@ pub async fn command(o: BatchOptions) -> Result<i32> {
     write_atomic(
         &batch_dir.join("summary.md"),
         super::summary_markdown(&report).as_bytes(),
+    )?;
+    write_atomic(
+        &batch_dir.join(names::REPORT_HTML),
+        super::html::page(&report, &batch_dir).as_bytes(),
     )?;
     if o.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

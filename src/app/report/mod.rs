@@ -5,6 +5,7 @@
 pub mod command;
 mod csv;
 mod gso;
+pub mod html;
 mod json;
 mod junit;
 mod markdown;
@@ -43,7 +44,7 @@ fn single(name: &str, bytes: Vec<u8>) -> Result<Vec<ReportFile>> {
 }
 
 /// Every report a run folder holds, in the order they are written.
-pub fn exporters() -> Vec<Box<dyn Exporter>> {
+pub fn exporters(run: &RunDir) -> Vec<Box<dyn Exporter>> {
     vec![
         Box::new(gso::RolloutReports),
         Box::new(gso::RunReports),
@@ -51,13 +52,14 @@ pub fn exporters() -> Vec<Box<dyn Exporter>> {
         Box::new(csv::ResultsCsv),
         Box::new(json::JsonSummary),
         Box::new(junit::Junit),
+        Box::new(html::HtmlReport { run: run.clone() }),
     ]
 }
 
 /// The report files of a run, by path.
 pub fn report_paths(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
-    for e in exporters() {
+    for e in exporters(run) {
         out.extend(e.files(summary)?.into_iter().map(|f| run.root.join(f.name)));
     }
     Ok(out)
@@ -67,7 +69,7 @@ pub fn report_paths(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
 /// an earlier write left that this one does not hold (K or the rollout names changed).
 pub fn write_all(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
-    for e in exporters() {
+    for e in exporters(run) {
         for f in e.files(summary)? {
             let path = run.root.join(&f.name);
             if let Some(dir) = path.parent() {

@@ -293,7 +293,7 @@ pub async fn no_result(
     exit: Option<i64>,
     output: &str,
 ) -> (Status, String) {
-    if !sandbox.is_running().await {
+    if stops_soon(sandbox).await {
         if sandbox.oom_killed().await {
             return (
                 Status::Oom,
@@ -322,6 +322,19 @@ pub async fn no_result(
             last_lines(output, 3)
         ),
     )
+}
+
+/// Whether the container is stopped, or stops within a second: a container killed from
+/// outside (`docker rm -f`, a daemon restart) ends its exec before Docker marks it stopped,
+/// and a timer that died with it is not the code's fault.
+async fn stops_soon(sandbox: &Sandbox) -> bool {
+    for _ in 0..5 {
+        if !sandbox.is_running().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    !sandbox.is_running().await
 }
 
 pub fn describe_exit(code: i64) -> String {

@@ -1,0 +1,105 @@
+//! `harness compare`'s terminal output.
+
+use std::fmt::Write;
+
+use super::Comparison;
+use crate::core::compare::Winner;
+
+pub fn render(c: &Comparison) -> String {
+    let mut out = format!(
+        "Comparing {} runs on {} shared instance(s)\n\n",
+        c.contenders.len(),
+        c.shared_instances.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:<5} {:<14} {:<34} {:>8} {:>14} {:>10} {:>8}",
+        "rank", "rank interval", "run", "Opt@K", "shared opt", "P(first)", "pass@1"
+    );
+    let mut order: Vec<usize> = (0..c.contenders.len()).collect();
+    order.sort_by_key(|&i| c.contenders[i].rank.as_ref().map_or(usize::MAX, |r| r.rank));
+    for i in order {
+        let ct = &c.contenders[i];
+        let (rank, interval, first) = match &ct.rank {
+            Some(r) => (
+                r.rank.to_string(),
+                format!("[{}, {}]", r.rank_interval[0], r.rank_interval[1]),
+                format!("{:.0}%", r.first_share * 100.0),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            out,
+            "{:<5} {:<14} {:<34} {:>7.2}% {:>14} {:>10} {:>7.2}%",
+            rank,
+            interval,
+            truncate(&ct.label, 34),
+            ct.opt_at_k,
+            format!("{}/{}", ct.shared_opt_commit, c.shared_instances.len()),
+            first,
+            ct.pass_at_k.first().copied().unwrap_or(0.0) * 100.0
+        );
+    }
+    out.push_str(
+        "\nPer task (A over B: A's speedup over its base divided by B's, 95% interval):\n",
+    );
+    for t in &c.tasks {
+        for p in &t.pairs {
+            let (a, b) = (&c.contenders[p.first].label, &c.contenders[p.second].label);
+            let ratio = p
+                .result
+                .ratio
+                .as_ref()
+                .map(|iv| format!("{:.2}x [{:.2}, {:.2}]", iv.estimate, iv.lo, iv.hi))
+                .unwrap_or_else(|| "-".into());
+            let who = match p.result.winner {
+                Winner::First => a.as_str(),
+                Winner::Second => b.as_str(),
+                Winner::Tie => "tie",
+                Winner::Neither => "neither",
+            };
+            let _ = writeln!(
+                out,
+                "  {:<28} {} vs {}: {:<22} {} ({})",
+                truncate(&t.instance_id, 28),
+                a,
+                b,
+                ratio,
+                who,
+                p.result.reason
+            );
+        }
+    }
+    for t in &c.tallies {
+        let _ = writeln!(
+            out,
+            "\n{} vs {}: {} win(s), {} loss(es), {} tie(s), {} where neither passed",
+            c.contenders[t.first].label,
+            c.contenders[t.second].label,
+            t.wins,
+            t.losses,
+            t.ties,
+            t.neither
+        );
+    }
+    if !c.differences.is_empty() {
+        out.push_str("\nWhat differs between the runs:\n");
+        for d in &c.differences {
+            let _ = writeln!(out, "  {}: {}", d.field, d.values.join(" | "));
+        }
+    }
+    for n in &c.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}

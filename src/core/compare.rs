@@ -1,0 +1,320 @@
+//! Comparing contenders (models, or runs of one model) on the instances they share, from
+//! their saved timings: who is faster on a task, with an interval, and how sure a ranking
+//! is. Plain data in, plain data out.
+//!
+//! A task's comparison is paired the only way two runs can be: each contender's speedup
+//! over its own base is taken from its own rounds (its base and its sample measured side by
+//! side), and the ratio of the two speedups gets a bootstrap interval that resamples each
+//! contender's rounds on its own. Base cancels out of the ratio, so two runs on the same
+//! machine compare fairly even though they measured at different times.
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::rule::Estimator;
+use crate::core::stats::{
+    Aggregate, Interval, RoundPair, SplitMix64, combine, percentile, speedups,
+};
+use crate::core::task::Better;
+
+/// What one contender has on one task.
+#[derive(Debug, Clone)]
+pub struct TaskEntry {
+    /// Its best sample passed the tests.
+    pub passed: bool,
+    pub opt_commit: bool,
+    /// The best sample's rounds with base (base's and the sample's figure per bench).
+    pub rounds: Vec<RoundPair>,
+}
+
+/// Who is faster on one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Winner {
+    First,
+    Second,
+    /// Both measured and the interval of the ratio holds 1.
+    Tie,
+    /// Neither has a passing, measured sample.
+    Neither,
+}
+
+/// One task, two contenders: the first's speedup over the second's (both over their own
+/// base), with an interval, and the winner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskComparison {
+    pub ratio: Option<Interval>,
+    pub winner: Winner,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Compares two contenders on one task. Only one passed: it wins. Both passed and were
+/// measured: the interval of the ratio of speedups decides, or it is a tie.
+pub fn compare_task(
+    a: &TaskEntry,
+    b: &TaskEntry,
+    benches: &[(String, Better)],
+    est: Estimator,
+    confidence: f64,
+    resamples: usize,
+    seed: u64,
+) -> TaskComparison {
+    match (a.passed, b.passed) {
+        (false, false) => {
+            return TaskComparison {
+                ratio: None,
+                winner: Winner::Neither,
+                reason: "neither passed".into(),
+            };
+        }
+        (true, false) | (false, true) => {
+            return TaskComparison {
+                ratio: None,
+                winner: if a.passed {
+                    Winner::First
+                } else {
+                    Winner::Second
+                },
+                reason: "only one passed the tests".into(),
+            };
+        }
+        _ => {}
+    }
+    match speedup_ratio(
+        &a.rounds, &b.rounds, benches, est, confidence, resamples, seed,
+    ) {
+        None => TaskComparison {
+            ratio: None,
+            winner: Winner::Tie,
+            reason: "too few measured rounds to compare".into(),
+        },
+        Some(iv) => {
+            let (winner, reason) = if iv.lo > 1.0 {
+                (Winner::First, "faster: the whole interval is above 1")
+            } else if iv.hi < 1.0 {
+                (Winner::Second, "slower: the whole interval is below 1")
+            } else {
+                (Winner::Tie, "the interval holds 1")
+            };
+            TaskComparison {
+                ratio: Some(iv),
+                winner,
+                reason: reason.into(),
+            }
+        }
+    }
+}
+
+/// The ratio of two speedups over their own bases (geometric mean over benches), with a
+/// percentile bootstrap interval that resamples each side's rounds independently. None when
+/// a side has fewer than [`crate::core::stats::MIN_INTERVAL_ROUNDS`] complete rounds.
+pub fn speedup_ratio(
+    a: &[RoundPair],
+    b: &[RoundPair],
+    benches: &[(String, Better)],
+    est: Estimator,
+    confidence: f64,
+    resamples: usize,
+    seed: u64,
+) -> Option<Interval> {
+    let complete = |rounds: &[RoundPair]| -> Vec<RoundPair> {
+        rounds
+            .iter()
+            .filter(|r| {
+                [&r.reference, &r.patch].iter().all(|v| {
+                    v.len() == benches.len() && v.iter().all(|x| x.is_finite() && *x > 0.0)
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    let (a, b) = (complete(a), complete(b));
+    let min = crate::core::stats::MIN_INTERVAL_ROUNDS;
+    if a.len() < min || b.len() < min || benches.is_empty() {
+        return None;
+    }
+    let speedup = |rounds: &[&RoundPair]| -> Option<f64> {
+        combine(&speedups(rounds, benches, est)?, Aggregate::Geometric)
+    };
+    let (all_a, all_b): (Vec<&RoundPair>, Vec<&RoundPair>) =
+        (a.iter().collect(), b.iter().collect());
+    let estimate = speedup(&all_a)? / speedup(&all_b)?;
+    let mut rng = SplitMix64::new(seed);
+    let mut draws = Vec::with_capacity(resamples);
+    let (mut pa, mut pb): (Vec<&RoundPair>, Vec<&RoundPair>) = (Vec::new(), Vec::new());
+    for _ in 0..resamples {
+        pa.clear();
+        pb.clear();
+        pa.extend((0..a.len()).map(|_| &a[rng.below(a.len())]));
+        pb.extend((0..b.len()).map(|_| &b[rng.below(b.len())]));
+        if let (Some(x), Some(y)) = (speedup(&pa), speedup(&pb)) {
+            draws.push(x / y);
+        }
+    }
+    draws.sort_by(f64::total_cmp);
+    let alpha = (1.0 - confidence) / 2.0;
+    Some(Interval {
+        estimate,
+        lo: percentile(&draws, alpha),
+        hi: percentile(&draws, 1.0 - alpha),
+    })
+}
+
+/// A contender's place: its score on the shared instances and the interval of its rank
+/// over bootstrap resamples of those instances.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankFigure {
+    /// 1 = best; contenders with equal scores share the better rank.
+    pub rank: usize,
+    /// Opt@K on the shared instances, in percent.
+    pub score: f64,
+    /// The 2.5th and 97.5th percentile of its rank over the resamples.
+    pub rank_interval: [usize; 2],
+    /// Share of resamples in which it ranked first (ties counted for each).
+    pub first_share: f64,
+}
+
+fn ranks(scores: &[f64]) -> Vec<usize> {
+    scores
+        .iter()
+        .map(|s| 1 + scores.iter().filter(|o| *o > s).count())
+        .collect()
+}
+
+/// Ranks contenders by the share of instances on which they are opt_commit:
+/// `opt[c][i]` is contender c's verdict on shared instance i.
+pub fn rank_by_opt(
+    opt: &[Vec<bool>],
+    confidence: f64,
+    resamples: usize,
+    seed: u64,
+) -> Vec<RankFigure> {
+    let n = opt.first().map_or(0, Vec::len);
+    let score = |c: &Vec<bool>, pick: &[usize]| -> f64 {
+        if pick.is_empty() {
+            return 0.0;
+        }
+        100.0 * pick.iter().filter(|&&i| c[i]).count() as f64 / pick.len() as f64
+    };
+    let all: Vec<usize> = (0..n).collect();
+    let point: Vec<f64> = opt.iter().map(|c| score(c, &all)).collect();
+    let mut drawn: Vec<Vec<usize>> = vec![Vec::with_capacity(resamples); opt.len()];
+    let mut rng = SplitMix64::new(seed);
+    let mut pick = Vec::with_capacity(n);
+    for _ in 0..resamples {
+        pick.clear();
+        pick.extend((0..n).map(|_| rng.below(n.max(1))));
+        let scores: Vec<f64> = opt.iter().map(|c| score(c, &pick)).collect();
+        for (c, r) in ranks(&scores).into_iter().enumerate() {
+            drawn[c].push(r);
+        }
+    }
+    let alpha = (1.0 - confidence) / 2.0;
+    ranks(&point)
+        .into_iter()
+        .zip(point)
+        .zip(drawn.iter_mut())
+        .map(|((rank, score), d)| {
+            d.sort_unstable();
+            let at = |q: f64| {
+                d.get(((d.len().saturating_sub(1)) as f64 * q).round() as usize)
+                    .copied()
+                    .unwrap_or(rank)
+            };
+            RankFigure {
+                rank,
+                score,
+                rank_interval: [at(alpha), at(1.0 - alpha)],
+                first_share: d.iter().filter(|r| **r == 1).count() as f64 / d.len().max(1) as f64,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rounds(base: f64, patch: f64, n: usize, wobble: f64) -> Vec<RoundPair> {
+        (0..n)
+            .map(|i| {
+                let w = 1.0 + wobble * ((i % 3) as f64 - 1.0);
+                RoundPair {
+                    reference: vec![base * w],
+                    patch: vec![patch * w],
+                }
+            })
+            .collect()
+    }
+
+    fn entry(rounds: Vec<RoundPair>) -> TaskEntry {
+        TaskEntry {
+            passed: true,
+            opt_commit: false,
+            rounds,
+        }
+    }
+
+    fn benches() -> Vec<(String, Better)> {
+        vec![("b".into(), Better::Lower)]
+    }
+
+    #[test]
+    fn a_clearly_faster_contender_wins_and_equal_ones_tie() {
+        let fast = entry(rounds(1.0, 0.25, 8, 0.05));
+        let slow = entry(rounds(1.0, 0.5, 8, 0.05));
+        let c = compare_task(&fast, &slow, &benches(), Estimator::Mean, 0.95, 500, 1);
+        assert_eq!(c.winner, Winner::First, "{c:?}");
+        let iv = c.ratio.unwrap();
+        assert!((iv.estimate - 2.0).abs() < 1e-9, "{iv:?}");
+        let c = compare_task(&slow, &fast, &benches(), Estimator::Mean, 0.95, 500, 1);
+        assert_eq!(c.winner, Winner::Second);
+        // The same speedup with noise that moves base and patch apart: a tie.
+        let noisy: Vec<RoundPair> = (0..8)
+            .map(|i| RoundPair {
+                reference: vec![1.0 + 0.3 * ((i % 2) as f64)],
+                patch: vec![0.5 + 0.15 * (((i + 1) % 2) as f64)],
+            })
+            .collect();
+        let c = compare_task(
+            &entry(noisy.clone()),
+            &entry(noisy),
+            &benches(),
+            Estimator::Mean,
+            0.95,
+            500,
+            1,
+        );
+        assert_eq!(c.winner, Winner::Tie, "{c:?}");
+    }
+
+    #[test]
+    fn passing_beats_failing_and_few_rounds_decide_nothing() {
+        let mut failed = entry(Vec::new());
+        failed.passed = false;
+        let ok = entry(rounds(1.0, 0.5, 8, 0.0));
+        let c = compare_task(&failed, &ok, &benches(), Estimator::Mean, 0.95, 100, 1);
+        assert_eq!(c.winner, Winner::Second);
+        let c = compare_task(&failed, &failed, &benches(), Estimator::Mean, 0.95, 100, 1);
+        assert_eq!(c.winner, Winner::Neither);
+        let short = entry(rounds(1.0, 0.1, 3, 0.0));
+        let c = compare_task(&short, &ok, &benches(), Estimator::Mean, 0.95, 100, 1);
+        assert_eq!((c.winner, c.ratio), (Winner::Tie, None));
+    }
+
+    #[test]
+    fn rank_intervals_widen_when_scores_are_close() {
+        // 40 instances: A opt on 30, B on 10, C on 11.
+        let n = 40;
+        let a: Vec<bool> = (0..n).map(|i| i < 30).collect();
+        let b: Vec<bool> = (0..n).map(|i| i < 10).collect();
+        let c: Vec<bool> = (0..n).map(|i| (5..16).contains(&i)).collect();
+        let r = rank_by_opt(&[a, b, c], 0.95, 2000, 7);
+        assert_eq!(r[0].rank, 1);
+        assert_eq!(r[0].rank_interval, [1, 1], "{r:?}");
+        assert!(r[0].first_share > 0.99);
+        assert_eq!((r[1].rank, r[2].rank), (3, 2));
+        assert_eq!(r[1].rank_interval, [2, 3], "{r:?}");
+        assert_eq!(r[2].rank_interval, [2, 3], "{r:?}");
+    }
+}
