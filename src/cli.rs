@@ -69,6 +69,14 @@ pub enum Command {
     Agent(AgentCommand),
     /// What a run folder holds: done, failed and left samples per model and task (no Docker).
     Status(StatusArgs),
+    /// Fan a run out over a Slurm cluster: an sbatch array job, one partition per element,
+    /// and a merge job after it.
+    #[command(subcommand)]
+    Slurm(SlurmCommand),
+    /// Fan a run out over a Kubernetes cluster: print an Indexed Job (one pod per
+    /// partition) and a merge Job.
+    #[command(subcommand)]
+    K8s(K8sCommand),
     /// Put the folders of `opt-at-k --partition I/N` runs back together into one run folder
     /// and regenerate its reports (no Docker).
     Merge(MergeArgs),
@@ -113,6 +121,77 @@ pub struct CompareArgs {
     /// otherwise: their timings and verdicts do not compare).
     #[arg(long)]
     pub allow_mixed: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SlurmCommand {
+    /// Write the array job (element I runs `opt-at-k --partition I/N`) and the merge job
+    /// (`--dependency=afterany`) into the fan-out folder, submit both, print their ids.
+    Submit(SlurmSubmitArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// Print the manifest (YAML): an Indexed Job whose pod I runs `opt-at-k --partition
+    /// I+1/N` against a Docker engine, results on a shared claim, and a merge Job.
+    Manifest(K8sManifestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct K8sManifestArgs {
+    /// Partitions, one pod each.
+    #[arg(long)]
+    pub parts: usize,
+    /// The Job's name (lowercase letters, digits, '-'); the merge Job is NAME-merge.
+    #[arg(long, default_value = "harness-fanout")]
+    pub name: String,
+    /// An image with the harness binary on PATH (and the dataset and predictions at the
+    /// paths the options give).
+    #[arg(long)]
+    pub image: String,
+    /// A ReadWriteMany PersistentVolumeClaim for the results (mounted at /results).
+    #[arg(long)]
+    pub claim: String,
+    /// `nvidia.com/gpu` per pod (0: CPU tasks).
+    #[arg(long, default_value_t = 0)]
+    pub gpus_per_pod: u32,
+    /// The Docker engine: `socket` (the node's, by hostPath) or `dind` (a privileged
+    /// docker:dind sidecar).
+    #[arg(long, default_value = "socket")]
+    pub docker: crate::app::k8s::DockerMode,
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// opt-at-k's options, after `--` (without --partition and --results-dir).
+    #[arg(last = true, required = true)]
+    pub opt_at_k: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SlurmSubmitArgs {
+    /// Array elements, one partition each, each on its node's Docker engine.
+    #[arg(long)]
+    pub nodes: usize,
+    /// The fan-out folder, on a file system every node shares: the scripts, the logs,
+    /// `parts/` (one run folder per part) and the merged run.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Generic resources per element, e.g. `gpu:1` (sbatch --gres).
+    #[arg(long)]
+    pub gres: Option<String>,
+    /// The Slurm partition (queue) to submit to (sbatch --partition).
+    #[arg(long)]
+    pub partition_name: Option<String>,
+    /// Another sbatch option for the array job, e.g. `--sbatch-arg=--time=02:00:00`;
+    /// repeat for more.
+    #[arg(long = "sbatch-arg", allow_hyphen_values = true)]
+    pub sbatch_args: Vec<String>,
+    /// Write the scripts and fanout.json, submit nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// opt-at-k's options, after `--` (without --partition and --results-dir, which each
+    /// element gets).
+    #[arg(last = true, required = true)]
+    pub opt_at_k: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -555,6 +634,22 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             .await
         }
         Command::Status(a) => status::command(&a.run_dirs, a.json),
+        Command::Slurm(SlurmCommand::Submit(a)) => slurm_submit(a),
+        Command::K8s(K8sCommand::Manifest(a)) => {
+            let o = forwarded_opt_at_k(&a.opt_at_k, "k8s manifest")?;
+            crate::app::k8s::command(crate::app::k8s::ManifestOptions {
+                parts: a.parts,
+                name: a.name,
+                image: a.image,
+                claim: a.claim,
+                gpus_per_pod: a.gpus_per_pod,
+                docker: a.docker,
+                namespace: a.namespace,
+                opt_at_k_args: a.opt_at_k,
+                model: o.model,
+                k: o.k,
+            })
+        }
         Command::Compare(a) => compare::command(compare::CompareOptions {
             run_dirs: a.run_dirs,
             html: a.html,
@@ -605,5 +700,47 @@ fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
         partition: a.common.partition.clone(),
         hacked_ids: a.hacked_ids.clone(),
         rollout_per_file: a.rollout_per_file,
+    })
+}
+
+/// The opt-at-k options after `--` of a fan-out command, checked as opt-at-k would check
+/// them before anything is written or submitted; --partition and --results-dir are the
+/// fan-out's to set.
+fn forwarded_opt_at_k(args: &[String], what: &str) -> Result<OptAtKArgs> {
+    for flag in ["--partition", "--results-dir"] {
+        if args
+            .iter()
+            .any(|x| x == flag || x.starts_with(&format!("{flag}=")))
+        {
+            anyhow::bail!(
+                "{what}: {flag} is set for each partition; leave it out of the opt-at-k options"
+            );
+        }
+    }
+    let argv = ["harness", "opt-at-k"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    let parsed = Cli::try_parse_from(argv)
+        .map_err(|e| anyhow::anyhow!("{what}: the opt-at-k options after --: {e}"))?;
+    match parsed.command {
+        Command::OptAtK(o) => Ok(*o),
+        _ => anyhow::bail!("{what}: the options after -- are not opt-at-k's"),
+    }
+}
+
+/// `harness slurm submit`.
+fn slurm_submit(a: SlurmSubmitArgs) -> Result<i32> {
+    let o = forwarded_opt_at_k(&a.opt_at_k, "slurm submit")?;
+    crate::app::slurm::submit(crate::app::slurm::SubmitOptions {
+        nodes: a.nodes,
+        out: a.out,
+        gres: a.gres,
+        partition_name: a.partition_name,
+        sbatch_args: a.sbatch_args,
+        opt_at_k_args: a.opt_at_k,
+        model: o.model,
+        k: o.k,
+        dry_run: a.dry_run,
     })
 }

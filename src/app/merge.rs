@@ -470,13 +470,14 @@ pub fn command(
     json: bool,
     ci: &crate::app::ci::CiOptions,
 ) -> Result<i32> {
+    let parts = super::fanout::partition_folders(run_dirs)?;
     // `--fail-under` is checked against K before anything is written (the merge checks
     // that every part has the first one's K).
-    let first_k = run_dirs
+    let first_k = parts
         .first()
         .and_then(|d| RunDir { root: d.clone() }.load_run_info().ok().map(|i| i.k));
     let gates = ci.gates(first_k.unwrap_or(usize::MAX))?;
-    let merged = merge(run_dirs, out, std::env::args().collect())?;
+    let merged = merge(&parts, out, std::env::args().collect())?;
     let summary = &merged.summary;
     crate::app::ci::check_k(&gates, summary.info.k)?;
     let judged = ci.write_outputs(&gates, summary)?;

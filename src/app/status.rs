@@ -104,6 +104,11 @@ pub struct RunStatus {
     /// run.json comes from an older harness build that did not list the expected samples:
     /// the first K sample folders are taken as expected.
     pub expected_unknown: bool,
+    /// `--partition I/N` runs: [I, N].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<[usize; 2]>,
+    /// run.json records the run's end (a run still going, or killed, has none).
+    pub finished: bool,
     pub instances: Vec<InstanceStatus>,
 }
 
@@ -185,12 +190,15 @@ pub fn run_status(root: &Path) -> Result<RunStatus> {
         finished_instances,
         interrupted: info.interrupted.clone(),
         expected_unknown: info.samples.is_none(),
+        partition: info.partition.as_ref().map(|p| [p.index, p.count]),
+        finished: info.finished_at.is_some(),
         instances,
     })
 }
 
 /// The run folders under `path`: itself when it has a run.json, else its sub-folders that
-/// have one (a folder holding several models' runs), sorted.
+/// have one (a folder holding several models' runs) and their sub-folders that have one (a
+/// fan-out folder's `parts/`), sorted.
 pub fn run_folders(path: &Path) -> Result<Vec<PathBuf>> {
     if path.join(crate::core::results::names::RUN_JSON).is_file() {
         return Ok(vec![path.to_path_buf()]);
@@ -198,10 +206,24 @@ pub fn run_folders(path: &Path) -> Result<Vec<PathBuf>> {
     if !path.is_dir() {
         bail!("{}: not a folder", path.display());
     }
-    let mut found: Vec<PathBuf> = std::fs::read_dir(path)?
+    let has_run = |p: &PathBuf| p.join(crate::core::results::names::RUN_JSON).is_file();
+    let mut found = Vec::new();
+    let subs: Vec<PathBuf> = std::fs::read_dir(path)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join(crate::core::results::names::RUN_JSON).is_file())
+        .filter(|p| p.is_dir())
         .collect();
+    for sub in subs {
+        if has_run(&sub) {
+            found.push(sub);
+        } else if let Ok(entries) = std::fs::read_dir(&sub) {
+            // A fan-out folder keeps its parts one level further down (`parts/`).
+            found.extend(
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(has_run),
+            );
+        }
+    }
     found.sort();
     if found.is_empty() {
         bail!(
@@ -330,14 +352,18 @@ pub fn render(s: &RunStatus) -> String {
 /// `harness status`: the table of every run folder, or JSON.
 pub fn command(run_dirs: &[PathBuf], json: bool) -> Result<i32> {
     let runs = status_of(run_dirs)?;
+    let fanouts = super::fanout::fanouts(&runs);
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "runs": runs }))?
+            serde_json::to_string_pretty(&serde_json::json!({ "runs": runs, "fanouts": fanouts }))?
         );
     } else {
         let text: Vec<String> = runs.iter().map(render).collect();
         print!("{}", text.join("\n"));
+        for f in &fanouts {
+            print!("\n{}", super::fanout::render(f));
+        }
     }
     Ok(0)
 }

@@ -60,7 +60,7 @@ pub fn detail(summary: &Summary, s: &SampleReport, files: &SampleFiles) -> Strin
             .clone()
             .unwrap_or_else(|| format!("s{}", s.sample));
         out.push_str(&runs_section(log, &label));
-        out.push_str(&energy_section(log, &label));
+        out.push_str(&energy_section(&log.runs, log.runs_of(&label), &label));
     }
     if !files.telemetry.is_empty() {
         out.push_str(&telemetry_section(files));
@@ -198,11 +198,7 @@ fn runs_section(log: &BenchLog, label: &str) -> String {
     let shown = ["base", "human", source.as_str()];
     let mut out = String::new();
     for bench in &log.benches {
-        let unit = if bench.metric == "wall_time" || bench.metric.is_empty() {
-            "s"
-        } else {
-            ""
-        };
+        let unit = if bench.metric == "wall" { "s" } else { "" };
         let mut series = Vec::new();
         let mut rows = Vec::new();
         for v in shown {
@@ -312,11 +308,11 @@ fn spread_row(
     ]
 }
 
-/// Joules per measured round, base, human and the sample, from each run's GPU energy.
-fn energy_section(log: &BenchLog, label: &str) -> String {
-    let source = log.runs_of(label).to_string();
+/// Joules per measured round, base, human and the sample (whose runs are `source`'s), from
+/// each run's GPU energy.
+fn energy_section(runs: &[RunRecord], source: &str, label: &str) -> String {
     let mut per: BTreeMap<u32, [Option<f64>; 3]> = BTreeMap::new();
-    for r in log.runs.iter().filter(|r| !r.warmup) {
+    for r in runs.iter().filter(|r| !r.warmup) {
         let Some(j) = r.gpu.as_ref().and_then(|g| g.energy_j) else {
             continue;
         };
@@ -430,4 +426,88 @@ fn telemetry_section(files: &SampleFiles) -> String {
     }
     out.push_str("</div>");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::timings::RunGpu;
+    use crate::telemetry::{GpuSample, RunTag, TelemetryLine};
+
+    fn line(variant: &str, t: f64, power: f64, hot: bool) -> TelemetryLine {
+        let mut s = GpuSample::empty(t, 0, "GPU-0");
+        s.power_w = Some(power);
+        s.sm_clock_mhz = Some(1410);
+        s.gpu_util = Some(97);
+        s.temperature_c = Some(61);
+        s.throttled_thermal_or_power = hot;
+        TelemetryLine {
+            tag: RunTag {
+                variant: variant.into(),
+                round: 0,
+                run: 0,
+            },
+            sample: s,
+        }
+    }
+
+    #[test]
+    fn every_gpu_run_is_drawn_and_throttled_ones_are_named() {
+        let files = SampleFiles {
+            rel_dir: "m/t/0".into(),
+            log: None,
+            telemetry: vec![
+                line("base", 10.0, 200.0, false),
+                line("base", 10.1, 210.0, false),
+                line("s0", 20.0, 150.0, true),
+                line("s0", 20.1, 160.0, true),
+            ],
+        };
+        let html = telemetry_section(&files);
+        // Four charts (power, SM clock, utilisation, temperature), one line per run.
+        assert_eq!(html.matches("<polyline").count(), 8, "{html}");
+        assert!(
+            html.contains("throttled: s0 round 0 run 0 (GPU 0)"),
+            "{html}"
+        );
+        assert!(
+            html.contains("GPU power over each run, 150 to 210 W"),
+            "{html}"
+        );
+        assert!(html.contains("s0 r0.0 gpu0 THROTTLED"), "{html}");
+    }
+
+    #[test]
+    fn energy_is_summed_per_round_over_benches_and_gpus() {
+        let run = |variant: &str, round: u32, bench: &str, j: f64| {
+            let mut r = RunRecord::plain(variant, bench, round, 0.1);
+            r.gpu = Some(RunGpu {
+                energy_j: Some(j),
+                throttled: false,
+                devices: Vec::new(),
+            });
+            r
+        };
+        let runs = vec![
+            run("base", 0, "a", 10.0),
+            run("base", 0, "b", 5.0),
+            run("human", 0, "a", 4.0),
+            run("s1", 0, "a", 2.5),
+            run("s2", 0, "a", 99.0),
+        ];
+        let html = energy_section(&runs, "s1", "s1");
+        assert!(html.contains(">15.00 J<"), "{html}");
+        assert!(
+            html.contains(">4.00 J<") && html.contains(">2.50 J<"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("99.00"),
+            "another sample's runs are not this one's"
+        );
+        assert_eq!(
+            energy_section(&[RunRecord::plain("base", "a", 0, 0.1)], "s1", "s1"),
+            ""
+        );
+    }
 }
