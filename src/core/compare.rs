@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::rule::Estimator;
 use crate::core::stats::{
-    Aggregate, Interval, RoundPair, SplitMix64, combine, percentile, speedups,
+    Aggregate, Interval, RoundPair, SplitMix64, combine, complete_rounds, percentile, speedups,
 };
 use crate::core::task::Better;
 
@@ -117,18 +117,7 @@ pub fn speedup_ratio(
     resamples: usize,
     seed: u64,
 ) -> Option<Interval> {
-    let complete = |rounds: &[RoundPair]| -> Vec<RoundPair> {
-        rounds
-            .iter()
-            .filter(|r| {
-                [&r.reference, &r.patch].iter().all(|v| {
-                    v.len() == benches.len() && v.iter().all(|x| x.is_finite() && *x > 0.0)
-                })
-            })
-            .cloned()
-            .collect()
-    };
-    let (a, b) = (complete(a), complete(b));
+    let (a, b) = (complete_rounds(a, benches), complete_rounds(b, benches));
     let min = crate::core::stats::MIN_INTERVAL_ROUNDS;
     if a.len() < min || b.len() < min || benches.is_empty() {
         return None;
@@ -136,17 +125,15 @@ pub fn speedup_ratio(
     let speedup = |rounds: &[&RoundPair]| -> Option<f64> {
         combine(&speedups(rounds, benches, est)?, Aggregate::Geometric)
     };
-    let (all_a, all_b): (Vec<&RoundPair>, Vec<&RoundPair>) =
-        (a.iter().collect(), b.iter().collect());
-    let estimate = speedup(&all_a)? / speedup(&all_b)?;
+    let estimate = speedup(&a)? / speedup(&b)?;
     let mut rng = SplitMix64::new(seed);
     let mut draws = Vec::with_capacity(resamples);
     let (mut pa, mut pb): (Vec<&RoundPair>, Vec<&RoundPair>) = (Vec::new(), Vec::new());
     for _ in 0..resamples {
         pa.clear();
         pb.clear();
-        pa.extend((0..a.len()).map(|_| &a[rng.below(a.len())]));
-        pb.extend((0..b.len()).map(|_| &b[rng.below(b.len())]));
+        pa.extend((0..a.len()).map(|_| a[rng.below(a.len())]));
+        pb.extend((0..b.len()).map(|_| b[rng.below(b.len())]));
         if let (Some(x), Some(y)) = (speedup(&pa), speedup(&pb)) {
             draws.push(x / y);
         }

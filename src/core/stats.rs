@@ -169,6 +169,21 @@ pub struct RatioInterval {
 /// (two rounds give just three), so a strict verdict waits for more rounds.
 pub const MIN_INTERVAL_ROUNDS: usize = 5;
 
+/// The rounds with a finite, positive figure for every bench on both sides.
+pub(crate) fn complete_rounds<'a>(
+    rounds: &'a [RoundPair],
+    benches: &[(String, Better)],
+) -> Vec<&'a RoundPair> {
+    rounds
+        .iter()
+        .filter(|r| {
+            [&r.reference, &r.patch]
+                .iter()
+                .all(|v| v.len() == benches.len() && v.iter().all(|x| x.is_finite() && *x > 0.0))
+        })
+        .collect()
+}
+
 /// Bootstrap intervals (percentile method) of the patch's speedup over a reference,
 /// resampling whole paired rounds. `None` with fewer than [`MIN_INTERVAL_ROUNDS`] complete
 /// rounds.
@@ -181,14 +196,7 @@ pub fn ratio_interval(
     resamples: usize,
     seed: u64,
 ) -> Option<RatioInterval> {
-    let complete: Vec<&RoundPair> = rounds
-        .iter()
-        .filter(|r| {
-            [&r.reference, &r.patch]
-                .iter()
-                .all(|v| v.len() == benches.len() && v.iter().all(|x| x.is_finite() && *x > 0.0))
-        })
-        .collect();
+    let complete = complete_rounds(rounds, benches);
     if complete.len() < MIN_INTERVAL_ROUNDS || benches.is_empty() {
         return None;
     }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::BatchReport;
-use crate::app::report::html::{Cell, Table, document, esc, href};
+use crate::app::report::html::{Cell, Table, document, esc, headers, href};
 use crate::core::results::names;
 
 pub fn page(report: &BatchReport, batch_dir: &Path) -> String {
@@ -69,7 +69,7 @@ pub fn page(report: &BatchReport, batch_dir: &Path) -> String {
         caption:
             "95% bootstrap intervals over instances; only complete entries of one group are ranked"
                 .into(),
-        headers: [
+        headers: headers(&[
             "rank",
             "entry",
             "model",
@@ -79,10 +79,7 @@ pub fn page(report: &BatchReport, batch_dir: &Path) -> String {
             "pass@K",
             "opt_commit",
             "state",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ]),
         rows,
         sortable: true,
     };

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::Comparison;
 use crate::app::report::html::svg;
-use crate::app::report::html::{Cell, Table, document, esc};
+use crate::app::report::html::{Cell, Table, document, esc, headers};
 use crate::core::compare::Winner;
 
 pub fn page(c: &Comparison) -> String {
@@ -30,9 +30,8 @@ pub fn body(c: &Comparison) -> String {
 }
 
 fn ranking(c: &Comparison) -> String {
-    let mut order: Vec<usize> = (0..c.contenders.len()).collect();
-    order.sort_by_key(|&i| c.contenders[i].rank.as_ref().map_or(usize::MAX, |r| r.rank));
-    let rows = order
+    let rows = c
+        .by_rank()
         .iter()
         .map(|&i| {
             let ct = &c.contenders[i];
@@ -67,7 +66,7 @@ fn ranking(c: &Comparison) -> String {
             "Ranked by Opt@K on the shared instances; the rank interval is the {:.0}% range of ranks over bootstrap resamples of those instances",
             c.confidence * 100.0
         ),
-        headers: [
+        headers: headers(&[
             "rank",
             "rank interval",
             "run",
@@ -76,10 +75,7 @@ fn ranking(c: &Comparison) -> String {
             "ranked first",
             "criterion",
             "state",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ]),
         rows,
         sortable: true,
     };
@@ -216,10 +212,7 @@ fn per_task(c: &Comparison) -> String {
         "<h2>Per task</h2><ul>{tallies}</ul><div id=\"tasks\">{}</div>",
         Table {
             caption: "A over B: A's speedup over its own base divided by B's, with the interval from resampling each run's rounds; a winner only when the whole interval is on one side of 1".into(),
-            headers: ["instance", "A", "A's sample", "B", "B's sample", "A over B", "faster", "why"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            headers: headers(&["instance", "A", "A's sample", "B", "B's sample", "A over B", "faster", "why"]),
             rows,
             sortable: true,
         }

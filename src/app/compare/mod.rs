@@ -106,6 +106,20 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
+impl Comparison {
+    /// Indices of the contenders, best rank first (unranked last).
+    pub fn by_rank(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.contenders.len()).collect();
+        order.sort_by_key(|&i| {
+            self.contenders[i]
+                .rank
+                .as_ref()
+                .map_or(usize::MAX, |r| r.rank)
+        });
+        order
+    }
+}
+
 pub fn command(o: CompareOptions) -> Result<i32> {
     let runs = expand(&o.run_dirs)?;
     let comparison = compare_folders(&runs, o.allow_mixed)?;

@@ -16,9 +16,7 @@ pub fn render(c: &Comparison) -> String {
         "{:<5} {:<14} {:<34} {:>8} {:>14} {:>10} {:>8}",
         "rank", "rank interval", "run", "Opt@K", "shared opt", "P(first)", "pass@1"
     );
-    let mut order: Vec<usize> = (0..c.contenders.len()).collect();
-    order.sort_by_key(|&i| c.contenders[i].rank.as_ref().map_or(usize::MAX, |r| r.rank));
-    for i in order {
+    for i in c.by_rank() {
         let ct = &c.contenders[i];
         let (rank, interval, first) = match &ct.rank {
             Some(r) => (

@@ -17,7 +17,7 @@ use crate::core::stats::Decision;
 use crate::core::summary::Summary;
 use crate::core::timings::BenchLog;
 
-pub use page::{Cell, Table, document, esc, href};
+pub use page::{Cell, Table, document, esc, headers, href};
 
 /// `report.html` of a run folder.
 pub struct HtmlReport {
@@ -349,17 +349,14 @@ fn instances_section(summary: &Summary) -> String {
         .collect();
     let table = Table {
         caption: format!("{} instance(s); best of K", summary.instances.len()),
-        headers: [
+        headers: headers(&[
             "instance",
             "best status",
             "opt_base",
             "opt_commit",
             "inconclusive",
             "samples",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ]),
         rows,
         sortable: true,
     };

@@ -128,6 +128,11 @@ pub struct Table {
     pub sortable: bool,
 }
 
+/// Header cells from plain names.
+pub fn headers(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| esc(n)).collect()
+}
+
 /// One cell: its HTML, a sort key when the text is not it, and a class.
 #[derive(Default)]
 pub struct Cell {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::page::{Cell, Table, anchor, esc, href};
+use super::page::{Cell, Table, anchor, esc, headers, href};
 use super::{SampleFiles, svg};
 use crate::core::results::{SampleReport, names};
 use crate::core::rule::{Criterion, Estimator};
@@ -169,10 +169,7 @@ fn verdict_words(summary: &Summary, s: &SampleReport) -> String {
         out.push_str(
             &Table {
                 caption: "mean figure per bench (seconds, or the bench's own metric)".into(),
-                headers: ["bench", "base", "human", "patch"]
-                    .iter()
-                    .map(|h| h.to_string())
-                    .collect(),
+                headers: headers(&["bench", "base", "human", "patch"]),
                 rows,
                 sortable: false,
             }
@@ -262,10 +259,7 @@ fn runs_section(log: &BenchLog, label: &str) -> String {
             .collect();
         let table = Table {
             caption: "timed runs (warmups left out); a flagged run still counts".into(),
-            headers: ["variant", "runs", "fastest", "median", "slowest", "flagged"]
-                .iter()
-                .map(|h| h.to_string())
-                .collect(),
+            headers: headers(&["variant", "runs", "fastest", "median", "slowest", "flagged"]),
             rows,
             sortable: false,
         };
