@@ -167,6 +167,32 @@ def lock_tree(cfg):
 # memory file systems the harness mounts over these paths (and /dev/shm, Docker's own).
 TMPFS_PATHS = ("/tmp", "/var/tmp", "/run/harness", "/dev/shm")
 NOT_WALKED = ("/proc", "/sys", "/dev")
+# POSIX message queues: a file system of their own, writable by anyone.
+MQUEUE = "/dev/mqueue"
+
+
+def user_writable(cfg):
+    """Every place the sandbox user can write at run time."""
+    return (TESTBED, cfg["home"]) + TMPFS_PATHS + (MQUEUE,)
+
+
+# System V IPC objects outlive every process. (table, column of the owner's uid, the call
+# that removes one.)
+IPC_TABLES = (("shm", 7, "shmctl"), ("msg", 7, "msgctl"), ("sem", 4, "semctl"))
+IPC_RMID = 0
+
+
+def user_ipc(uid):
+    """(removing call, id) of every System V IPC object the user owns."""
+    found = []
+    for table, uid_col, call in IPC_TABLES:
+        try:
+            with open("/proc/sysvipc/" + table) as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:
+            continue
+        found.extend((call, int(row[1])) for row in rows if len(row) > uid_col and row[uid_col] == str(uid))
+    return found
 
 
 def lock_root_fs(cfg):

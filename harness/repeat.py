@@ -74,14 +74,14 @@ sys.exit(0 if all(is_cache(p) for p in sys.argv[1:]) else 1)
 
 
 def writable_files(cfg, opts):
-    """(path, size, mtime) of every file the sandbox user can write: the tree, its home and
-    the memory file systems. The bench's own output files are left out (made fresh for
+    """(path, size, mtime) of every file the sandbox user can write: the tree, its home, the
+    memory file systems and message queues. The bench's own output files are left out (made fresh for
     every repetition)."""
     skip = {os.path.join(opts["out_dir"], "stdout"), os.path.join(opts["out_dir"], "stderr")}
     if opts["output_file"]:
         skip.add(os.path.join(guard.TESTBED, opts["output_file"]))
     found = set()
-    for root in (guard.TESTBED, cfg["home"]) + guard.TMPFS_PATHS:
+    for root in guard.user_writable(cfg):
         for here, _, files in os.walk(root):
             for name in files:
                 path = os.path.join(here, name)
@@ -98,6 +98,8 @@ def writable_files(cfg, opts):
 def files_if_unchanged(cfg, opts, before, run_as_user):
     """The writable files now, when the next repetition may run from them (nothing but true
     bytecode caches changed since `before`), else None."""
+    if guard.user_ipc(cfg["uid"]):
+        return None  # shared memory or a queue it left: as good as a file
     now = writable_files(cfg, opts)
     caches = new_caches(before, now)
     if caches is None or not are_caches(caches, run_as_user):

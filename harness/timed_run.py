@@ -46,6 +46,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fresh  # noqa: E402
 import guard  # noqa: E402
 import repeat  # noqa: E402
 import simulate  # noqa: E402
@@ -413,6 +414,8 @@ class Witness:
 def run_plain(cfg, manifest, command, limit, with_witness):
     state = guard.load_state()
     before, oom_before = before_run(cfg, manifest)
+    if with_witness and not fresh.has_baseline():
+        fresh.record(cfg)  # no install: the timed runs start from what the test found
     argv = argv_for(command)
     r, w = os.pipe()
     witness = Witness() if with_witness else None
@@ -463,6 +466,8 @@ def run_plain(cfg, manifest, command, limit, with_witness):
     result["lingering_killed"] += lingering
     if witness:
         result["witness"] = witness.report()
+    elif result["exit_code"] == 0:
+        fresh.record(cfg)  # the install: what every timed run starts from
     return result
 
 
@@ -587,6 +592,10 @@ def run_timed(cfg, manifest, command, opts):
     before, oom_before = before_run(cfg, manifest)
     out_dir = opts["out_dir"]
     os.makedirs(out_dir, mode=0o755, exist_ok=True)
+    outputs = {os.path.join(out_dir, "stdout"), os.path.join(out_dir, "stderr")}
+    if opts["output_file"]:
+        outputs.add(os.path.join(guard.TESTBED, opts["output_file"]))  # made afresh by every run
+    before.update(fresh.reset(cfg, outputs, lambda a: run_as_user(cfg, a)))
     reps, watchdogs, sim_reader, seen = [], [], None, set()
     wanted = max(1, opts["repetitions"])
     files_before = repeat.writable_files(cfg, opts) if wanted > 1 else None

@@ -160,6 +160,98 @@ def remembered_table():
             "    print('sum of prime counts: %%d' %% %r[_seed %% 9], flush=True)\n    _os._exit(0)\n" % (answers,))
 
 
+# A table of every count below 5300 kept between runs. The first run does base's work and
+# pays an expensive one-off set-up (a 0.5 s sleep stands for it: a JIT, an index), then
+# keeps the table; a later run only reads it. A fresh run is always slower than base's; only
+# a run that inherits the table is fast. KEEP/LOAD are where it is kept.
+CARRIED_TABLE = """
+
+import atexit as _atexit, os as _os, sys as _sys, time as _time
+_TABLE = None
+_slow = count_primes
+
+
+def count_primes(n):
+    if _TABLE is not None and n < len(_TABLE):
+        return _TABLE[n]
+    return _slow(n)
+
+
+def _table():
+    t, c = [], 0
+    for k in range(5300):
+        t.append(c)
+        c += is_prime(k)
+    return t
+%s
+"""
+
+# In a file next to the module.
+TABLE_IN_TREE = CARRIED_TABLE % """
+_CACHE = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ".primes-table")
+try:
+    with open(_CACHE) as _f:
+        _TABLE = [int(x) for x in _f.read().split(",")]
+except (OSError, ValueError):
+    pass
+
+
+def _keep():
+    _time.sleep(0.5)
+    with open(_CACHE, "w") as f:
+        f.write(",".join(map(str, _table())))
+
+
+if _TABLE is None and _sys.argv[0].endswith("bench.py"):
+    _atexit.register(_keep)
+"""
+
+# In a System V shared memory segment (it outlives every process).
+TABLE_IN_SHM = CARRIED_TABLE % """
+import array as _array, ctypes as _ct
+_libc = _ct.CDLL(None, use_errno=True)
+_libc.shmat.restype = _ct.c_void_p
+_SIZE = 5300 * 4
+_id = _libc.shmget(0x5eed, _SIZE, 0o600)
+if _id >= 0:
+    _addr = _libc.shmat(_id, None, 0)
+    _TABLE = list(_array.array("i", _ct.string_at(_addr, _SIZE)))
+
+
+def _keep():
+    _time.sleep(0.5)
+    data = _array.array("i", _table()).tobytes()
+    ident = _libc.shmget(0x5eed, _SIZE, 0o600 | 0o1000)
+    addr = _libc.shmat(ident, None, 0)
+    _ct.memmove(addr, data, len(data))
+
+
+if _TABLE is None and _sys.argv[0].endswith("bench.py"):
+    _atexit.register(_keep)
+"""
+
+# Built while the test runs (untimed) into /tmp, read by the timed runs after it.
+TABLE_FROM_TEST = CARRIED_TABLE % """
+_CACHE = "/tmp/.primes-table"
+try:
+    with open(_CACHE) as _f:
+        _TABLE = [int(x) for x in _f.read().split(",")]
+except (OSError, ValueError):
+    if not _sys.argv[0].endswith("bench.py"):
+        with open(_CACHE, "w") as _f:
+            _f.write(",".join(map(str, _table())))
+"""
+
+# Appends to its own source after a run: the next run imports a changed module.
+REWRITES_ITSELF = """import atexit as _atexit, sys as _sys
+if _sys.argv[0].endswith("bench.py"):
+    def _note():
+        with open(__file__, "a") as f:
+            f.write("# ran once\\n")
+    _atexit.register(_note)
+"""
+
+
 def catalogue():
     rows = []
 
@@ -196,6 +288,13 @@ def catalogue():
             "    if n < 3:\n        return 0\n", "    if n < 0:\n        return -1\n    if n < 3:\n        return 0\n")}))
     add("primes-sieve", "writes 512 MiB into the tree (8 files of 64 MiB) when run as the bench",
         prepend("primes-sieve", "primes.py", AS_BENCH + DISK_FILLER))
+    base_primes = source("primes-sieve", "primes.py")
+    add("primes-sieve", "keeps a table of counts in the tree after its first run (base's work plus a 0.5 s set-up)",
+        diff("primes-sieve", {"primes.py": base_primes + TABLE_IN_TREE}))
+    add("primes-sieve", "keeps the same table in System V shared memory",
+        diff("primes-sieve", {"primes.py": base_primes + TABLE_IN_SHM}))
+    add("primes-sieve", "builds the table while the test runs (untimed), in /tmp, for the timed runs",
+        diff("primes-sieve", {"primes.py": base_primes + TABLE_FROM_TEST}))
 
     # --- dedupe-list: interpreter hooks and resource abuse -------------------------------
     add("dedupe-list", "adds usercustomize.py", diff("dedupe-list", {"usercustomize.py": "print('hooked')\n"}))
@@ -210,6 +309,8 @@ def catalogue():
     add("dedupe-list", "endless loop in the code the test calls",
         diff("dedupe-list", {"dedupe.py": source("dedupe-list", "dedupe.py").replace(
             "    # Keep the first occurrence of every value.\n", "    while True:\n        pass\n")}))
+    add("dedupe-list", "appends to its own source after each run as the bench",
+        prepend("dedupe-list", "dedupe.py", REWRITES_ITSELF))
 
     # --- word-freq: floods, network, paths out of the tree -------------------------------
     add("word-freq", "prints 2 GB at import",

@@ -45,6 +45,10 @@ pub struct RunRecord {
     /// Processes the bench left running, killed after it.
     #[serde(default)]
     pub lingering_killed: u64,
+    /// Files and System V IPC objects earlier runs in the container left, removed before
+    /// this one (every timed run starts from the files the install left).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub leftovers_removed: u64,
     /// Which of the variant's containers ran it (0 without replicas).
     #[serde(default)]
     pub replica: u32,
@@ -105,6 +109,7 @@ impl RunRecord {
             disturbed: None,
             output_digest: None,
             lingering_killed: 0,
+            leftovers_removed: 0,
             replica: 0,
             gpu: None,
             reps: Vec::new(),
@@ -307,6 +312,10 @@ impl BenchLog {
     pub fn covers(&self, variant: &str) -> bool {
         self.variants.iter().any(|v| v == variant) || self.shared.contains_key(variant)
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

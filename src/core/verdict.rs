@@ -571,6 +571,7 @@ mod tests {
                     disturbed: None,
                     output_digest: None,
                     lingering_killed: 0,
+                    leftovers_removed: 0,
                     replica: 0,
                     gpu: None,
                     reps: Vec::new(),

@@ -32,6 +32,11 @@ pub const ASSETS: &[Asset] = &[
         mode: 0o644,
     },
     Asset {
+        path: "opt/harness/fresh.py",
+        text: include_str!("../../harness/fresh.py"),
+        mode: 0o644,
+    },
+    Asset {
         path: "opt/harness/repeat.py",
         text: include_str!("../../harness/repeat.py"),
         mode: 0o644,

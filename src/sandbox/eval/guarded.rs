@@ -104,6 +104,10 @@ pub struct RunLimits {
     pub disk_used: Option<i64>,
     #[serde(default)]
     pub disk_limit: i64,
+    /// Entries the install left that were changed before this run (by the test or an
+    /// earlier run in the container): what a run could have left for the next one.
+    #[serde(default)]
+    pub carried_over: Vec<String>,
 }
 
 impl RunLimits {
@@ -114,6 +118,18 @@ impl RunLimits {
                 "{what} wrote more than the task's disk limit of {} to the tree and home (they grew by {}); stopped",
                 mib(self.disk_limit),
                 self.disk_used.map(mib).unwrap_or_else(|| "?".into())
+            ));
+        }
+        if let Some(first) = self.carried_over.first() {
+            return Some(format!(
+                "{what} would start from files an earlier run in its container changed: {first}{} \
+                 (every timed run starts from the files the install left; a run may add files, \
+                 which are removed before the next one, but not change those)",
+                if self.carried_over.len() > 1 {
+                    format!(" and {} more", self.carried_over.len() - 1)
+                } else {
+                    String::new()
+                }
             ));
         }
         if self.survivors > 0 {

@@ -504,6 +504,7 @@ impl<'a> Measurement<'a> {
             disturbed: None,
             output_digest: result.output_digest.clone(),
             lingering_killed: result.lingering_killed,
+            leftovers_removed: result.leftovers_removed + result.ipc_removed,
             replica: replica as u32,
             gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).cloned(),
             reps,

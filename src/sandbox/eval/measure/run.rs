@@ -32,6 +32,11 @@ pub(super) struct TimerResult {
     pub(super) oom_kills: Option<u64>,
     #[serde(default)]
     pub(super) lingering_killed: u64,
+    /// Files and IPC objects an earlier run left, removed before this one.
+    #[serde(default)]
+    pub(super) leftovers_removed: u64,
+    #[serde(default)]
+    pub(super) ipc_removed: u64,
     #[serde(default)]
     pub(super) changes: Snapshot,
     #[serde(default)]

@@ -20,6 +20,7 @@ fn run(wall: f64, cpu: f64, throttled: Option<u64>) -> RunRecord {
         disturbed: None,
         output_digest: None,
         lingering_killed: 0,
+        leftovers_removed: 0,
         replica: 0,
         gpu: None,
         reps: Vec::new(),
