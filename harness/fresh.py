@@ -37,24 +37,41 @@ def roots(cfg):
 
 
 def entries(cfg, skip=()):
-    """path -> [inode, size, mtime_ns, ctime_ns, uid, is_dir] of everything under the roots
-    (symlinks not followed), but the paths in `skip` (the bench's own output files)."""
+    """path -> [inode, size, mtime_ns, ctime_ns, uid, is_dir, mode, xattrs] of everything
+    under the roots (symlinks not followed), but the paths in `skip` (the bench's own output
+    files). A folder's size and times are left at 0 (adding to it changes them); its
+    extended attributes are digested where the user may set them without owning it."""
     found = {}
     for root in roots(cfg):
         if not os.path.isdir(root):
             continue
         for here, dirs, files in os.walk(root):
-            for name in files + dirs:
-                path = os.path.join(here, name)
+            names = files + dirs + ([""] if here == root else [])
+            for name in names:
+                path = os.path.join(here, name) if name else root
                 if path in skip:
                     continue
                 try:
                     st = os.lstat(path)
                 except OSError:
                     continue
-                found[path] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_uid,
-                               stat.S_ISDIR(st.st_mode)]
+                mode = st.st_mode
+                if stat.S_ISDIR(mode):
+                    open_dir = mode & 0o002 and not mode & stat.S_ISVTX
+                    found[path] = [st.st_ino, 0, 0, 0, st.st_uid, True, stat.S_IMODE(mode),
+                                   xattrs(path) if open_dir or st.st_uid == cfg["uid"] else ""]
+                else:
+                    found[path] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_uid,
+                                   False, stat.S_IMODE(mode), ""]
     return found
+
+
+def xattrs(path):
+    try:
+        names = sorted(os.listxattr(path, follow_symlinks=False))
+        return repr([(n, os.getxattr(path, n, follow_symlinks=False)) for n in names])
+    except OSError:
+        return ""
 
 
 def has_baseline():
@@ -62,6 +79,17 @@ def has_baseline():
 
 
 def record(cfg):
+    """Lists what every timed run starts from. The user's own folders become root's, open
+    to all with the sticky bit, like the tree's: it may still add and remove its files in
+    them, but no longer set their times, mode or attributes, which a folder's changing times
+    would hide."""
+    for path, e in entries(cfg).items():
+        if e[5] and e[4] == cfg["uid"]:
+            try:
+                os.chown(path, 0, 0)
+                os.chmod(path, 0o1777)
+            except OSError:
+                pass
     guard.write_json_atomic(BASELINE, {"entries": entries(cfg), "kept_caches": {}})
 
 
@@ -80,14 +108,17 @@ def source_of(pyc):
 
 
 def changed(before, now, uid):
-    """Entries of the user that were listed and are gone or different now (a folder only
-    when gone: adding or removing in it changes its own times)."""
+    """Listed entries that are gone or replaced now, or changed where the user could change
+    them (its own files, files and folders open to all). Bytecode caches are not counted:
+    they are checked or removed (caches_to_keep)."""
     out = []
     for path, was in before.items():
-        if was[4] != uid or (is_cache_path(path) and not was[5]):
+        if is_cache_path(path) and not was[5]:
             continue
         cur = now.get(path)
-        if cur is None or cur[0] != was[0] or cur[5] != was[5] or (not was[5] and cur[:4] != was[:4]):
+        if cur is None or cur[0] != was[0] or cur[5] != was[5] or cur[6:] != was[6:]:
+            out.append(path)
+        elif not was[5] and (was[4] == uid or was[6] & 0o002) and cur[1:4] != was[1:4]:
             out.append(path)
     return sorted(out)
 
