@@ -43,13 +43,13 @@ import shlex
 import sys
 import threading
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fresh  # noqa: E402
 import guard  # noqa: E402
 import repeat  # noqa: E402
 import simulate  # noqa: E402
+import witness as witness_mod  # noqa: E402
 
 TAIL_BYTES = 64 * 1024
 PLAIN_OUTPUT_LIMIT = 64 * 1024 * 1024
@@ -204,6 +204,11 @@ def high_fd(fd):
     return moved
 
 
+def witness_pipe():
+    r, w = os.pipe()
+    return r, high_fd(w)
+
+
 class Launched:
     """A command ready to start: its process is waiting for the go."""
 
@@ -338,79 +343,6 @@ def after_run(cfg, manifest, state, oom_before, watchdog):
     return result
 
 
-class Witness:
-    """Reads what the test's Python processes report (harness/py/): which interpreters
-    started, which finished their shutdown, and pytest's outcomes."""
-
-    def __init__(self):
-        self.r, w = os.pipe()
-        self.w = high_fd(w)
-        self.buf = b""
-        self.started = {}
-        self.ended = set()
-        self.sessions = {}
-
-    def close_writer(self):
-        os.close(self.w)
-
-    def read_some(self):
-        try:
-            chunk = os.read(self.r, 65536)
-        except BlockingIOError:
-            raise
-        except OSError:
-            return False
-        if not chunk:
-            return False
-        self.buf += chunk
-        *lines, self.buf = self.buf.split(b"\n")
-        for line in lines:
-            self.take(line.decode("utf-8", "replace"))
-        return True
-
-    def take(self, line):
-        kind, _, rest = line.partition(" ")
-        try:
-            if kind == "S":
-                pid, ppid, name = rest.split(" ", 2)
-                self.started[int(pid)] = {"pid": int(pid), "ppid": int(ppid), "argv": name[:200]}
-            elif kind == "E":
-                self.ended.add(int(rest))
-            elif kind == "T":
-                pid, payload = rest.split(" ", 1)
-                session = self.sessions.setdefault(int(pid), {"outcomes": {}, "exitstatus": None})
-                for nodeid, outcome in json.loads(payload):
-                    session["outcomes"][nodeid] = outcome
-            elif kind == "R":
-                pid, status = rest.split(" ", 1)
-                session = self.sessions.setdefault(int(pid), {"outcomes": {}, "exitstatus": None})
-                session["exitstatus"] = int(status)
-        except (ValueError, TypeError):
-            pass
-
-    def report(self):
-        # Every writer is gone by now (the sandbox user's processes were killed): drain
-        # what is left, never waiting.
-        os.set_blocking(self.r, False)
-        while True:
-            try:
-                if not self.read_some():
-                    break
-            except BlockingIOError:
-                break
-        os.close(self.r)
-        interpreters = [dict(v, ended=pid in self.ended) for pid, v in sorted(self.started.items())]
-        sessions = []
-        for pid, s in sorted(self.sessions.items()):
-            passed = sorted(n for n, o in s["outcomes"].items() if o == "passed")
-            others = sorted("%s %s" % (o, n) for n, o in s["outcomes"].items() if o != "passed")
-            packed = zlib.compress("\n".join(passed).encode("utf-8", "replace")).hex()
-            sessions.append({"pid": pid, "exitstatus": s["exitstatus"], "passed_count": len(passed),
-                             "passed_zlib": packed, "not_passed": others[:50],
-                             "not_passed_count": len(others)})
-        return {"interpreters": interpreters, "pytest": sessions}
-
-
 def run_plain(cfg, manifest, command, limit, with_witness):
     state = guard.load_state()
     before, oom_before = before_run(cfg, manifest)
@@ -418,7 +350,7 @@ def run_plain(cfg, manifest, command, limit, with_witness):
         fresh.record(cfg)  # no install: the timed runs start from what the test found
     argv = argv_for(command)
     r, w = os.pipe()
-    witness = Witness() if with_witness else None
+    witness = witness_mod.Witness(witness_pipe()) if with_witness else None
     extra = witness_env(cfg) if witness else {}
     watchdog = Watchdog(cfg, state)
     pid = spawn(argv, child_env(cfg, extra), cfg, w, w, witness.w if witness else None)

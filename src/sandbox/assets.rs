@@ -37,6 +37,11 @@ pub const ASSETS: &[Asset] = &[
         mode: 0o644,
     },
     Asset {
+        path: "opt/harness/witness.py",
+        text: include_str!("../../harness/witness.py"),
+        mode: 0o644,
+    },
+    Asset {
         path: "opt/harness/repeat.py",
         text: include_str!("../../harness/repeat.py"),
         mode: 0o644,
