@@ -32,37 +32,21 @@ BASELINE = "/opt/harness/baseline.json"
 REPORTED = 10
 
 
-def roots(cfg):
-    return guard.user_writable(cfg)
-
-
 def entries(cfg, skip=()):
     """path -> [inode, size, mtime_ns, ctime_ns, uid, is_dir, mode, xattrs] of everything
     under the roots (symlinks not followed), but the paths in `skip` (the bench's own output
     files). A folder's size and times are left at 0 (adding to it changes them); its
     extended attributes are digested where the user may set them without owning it."""
     found = {}
-    for root in roots(cfg):
-        if not os.path.isdir(root):
-            continue
-        for here, dirs, files in os.walk(root):
-            names = files + dirs + ([""] if here == root else [])
-            for name in names:
-                path = os.path.join(here, name) if name else root
-                if path in skip:
-                    continue
-                try:
-                    st = os.lstat(path)
-                except OSError:
-                    continue
-                mode = st.st_mode
-                if stat.S_ISDIR(mode):
-                    open_dir = mode & 0o002 and not mode & stat.S_ISVTX
-                    found[path] = [st.st_ino, 0, 0, 0, st.st_uid, True, stat.S_IMODE(mode),
-                                   xattrs(path) if open_dir or st.st_uid == cfg["uid"] else ""]
-                else:
-                    found[path] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_uid,
-                                   False, stat.S_IMODE(mode), ""]
+    for path, st in guard.writable_entries(cfg, skip):
+        mode = st.st_mode
+        if stat.S_ISDIR(mode):
+            open_dir = mode & 0o002 and not mode & stat.S_ISVTX
+            found[path] = [st.st_ino, 0, 0, 0, st.st_uid, True, stat.S_IMODE(mode),
+                           xattrs(path) if open_dir or st.st_uid == cfg["uid"] else ""]
+        else:
+            found[path] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_uid,
+                           False, stat.S_IMODE(mode), ""]
     return found
 
 

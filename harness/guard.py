@@ -176,6 +176,24 @@ def user_writable(cfg):
     return (TESTBED, cfg["home"]) + TMPFS_PATHS + (MQUEUE,)
 
 
+def writable_entries(cfg, skip=()):
+    """(path, lstat) of every entry under the places the sandbox user can write, the places
+    themselves included (symlinks not followed), but the paths in `skip`."""
+    for root in user_writable(cfg):
+        if not os.path.isdir(root):
+            continue
+        for here, dirs, files in os.walk(root):
+            names = files + dirs + ([""] if here == root else [])
+            for name in names:
+                path = os.path.join(here, name) if name else root
+                if path in skip:
+                    continue
+                try:
+                    yield path, os.lstat(path)
+                except OSError:
+                    continue
+
+
 # System V IPC objects outlive every process. (table, column of the owner's uid, the call
 # that removes one.)
 IPC_TABLES = (("shm", 7, "shmctl"), ("msg", 7, "msgctl"), ("sem", 4, "semctl"))

@@ -14,6 +14,7 @@ kept, as before). The check runs as the sandbox user in an isolated interpreter,
 hostile file can at worst fail it.
 """
 import os
+import stat
 import sys
 
 import guard
@@ -73,26 +74,20 @@ sys.exit(0 if all(is_cache(p) for p in sys.argv[1:]) else 1)
 """ % (MAX_PYC_BYTES, MAX_PYC_BYTES)
 
 
-def writable_files(cfg, opts):
-    """(path, size, mtime) of every file the sandbox user can write: the tree, its home, the
-    memory file systems and message queues. The bench's own output files are left out (made fresh for
-    every repetition)."""
+def output_paths(opts):
+    """The bench's own output files: made fresh for every repetition."""
     skip = {os.path.join(opts["out_dir"], "stdout"), os.path.join(opts["out_dir"], "stderr")}
     if opts["output_file"]:
         skip.add(os.path.join(guard.TESTBED, opts["output_file"]))
-    found = set()
-    for root in guard.user_writable(cfg):
-        for here, _, files in os.walk(root):
-            for name in files:
-                path = os.path.join(here, name)
-                if path in skip:
-                    continue
-                try:
-                    st = os.lstat(path)
-                except OSError:
-                    continue
-                found.add((path, st.st_size, st.st_mtime_ns))
-    return found
+    return skip
+
+
+def writable_files(cfg, opts):
+    """(path, size, mtime) of every file the sandbox user can write: the tree, its home, the
+    memory file systems and message queues; the bench's own output files left out."""
+    return {(path, st.st_size, st.st_mtime_ns)
+            for path, st in guard.writable_entries(cfg, output_paths(opts))
+            if not stat.S_ISDIR(st.st_mode)}
 
 
 def files_if_unchanged(cfg, opts, before, run_as_user):

@@ -524,10 +524,7 @@ def run_timed(cfg, manifest, command, opts):
     before, oom_before = before_run(cfg, manifest)
     out_dir = opts["out_dir"]
     os.makedirs(out_dir, mode=0o755, exist_ok=True)
-    outputs = {os.path.join(out_dir, "stdout"), os.path.join(out_dir, "stderr")}
-    if opts["output_file"]:
-        outputs.add(os.path.join(guard.TESTBED, opts["output_file"]))  # made afresh by every run
-    before.update(fresh.reset(cfg, outputs, lambda a: run_as_user(cfg, a)))
+    before.update(fresh.reset(cfg, repeat.output_paths(opts), lambda a: run_as_user(cfg, a)))
     reps, watchdogs, sim_reader, seen = [], [], None, set()
     wanted = max(1, opts["repetitions"])
     files_before = repeat.writable_files(cfg, opts) if wanted > 1 else None
