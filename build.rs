@@ -1,5 +1,12 @@
-// Records the git commit the binary was built from, for the machine fingerprint in run.json.
+// Records the git commit the binary was built from (for the machine fingerprint in run.json),
+// and builds the in-container supervisor (supervisor/) as a static executable for the
+// harness to embed and upload into every task container.
 fn main() {
+    record_commit();
+    build_supervisor();
+}
+
+fn record_commit() {
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()
@@ -23,4 +30,58 @@ fn main() {
     println!("cargo:rustc-env=HARNESS_GIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
+}
+
+/// `cargo build --release` of supervisor/ for this target with glibc linked in statically
+/// (`+crt-static`: the image's libraries must not be loaded into it), into a target folder
+/// of its own (so this build's lock on the main one is not waited for), then copied into
+/// OUT_DIR for `include_bytes!`.
+fn build_supervisor() {
+    let manifest = std::path::PathBuf::from(env("CARGO_MANIFEST_DIR"));
+    let out = std::path::PathBuf::from(env("OUT_DIR"));
+    let target = env("TARGET");
+    let target_dir = manifest.join("target").join("supervisor");
+    for watched in ["supervisor/src", "supervisor/Cargo.toml", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={watched}");
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "--release", "--locked", "-p", "harness-supervisor"])
+        .arg("--target")
+        .arg(&target)
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .current_dir(&manifest);
+    // What the outer build set for itself must not leak into this one.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env(
+        "RUSTFLAGS",
+        "-C target-feature=+crt-static -C strip=symbols",
+    );
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build the supervisor: {e}"));
+    if !status.success() {
+        panic!("building the in-container supervisor (supervisor/) failed: {status}");
+    }
+    let built = target_dir
+        .join(&target)
+        .join("release")
+        .join("harness-supervisor");
+    std::fs::copy(&built, out.join("harness-supervisor"))
+        .unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
+}
+
+fn env(key: &str) -> String {
+    std::env::var(key).unwrap_or_else(|_| panic!("cargo sets {key} for build scripts"))
 }

@@ -22,6 +22,7 @@ syntax common to Python's re and Rust's regex (the harness translates the task's
 Used at image build time (lock-image) and at run time (after-apply), by timed_run.py, and
 only with the standard library, under `python3 -I -S`.
 """
+import errno
 import hashlib
 import json
 import os
@@ -56,10 +57,42 @@ def is_protected(rel, cfg):
     return any(r.match(rel) for r in cfg["_protected"])
 
 
+# Folders a walk could not read (a path past the system's limit, say): a tree the guard
+# cannot check is refused, never taken as checked.
+UNWALKABLE = []
+
+
+def iwalk(top):
+    """os.walk(top) (top-down, `dirs` prunable, symlinks to folders listed in `dirs` and not
+    followed) without recursion: any depth. Folders it cannot read go to UNWALKABLE."""
+    stack = [top]
+    while stack:
+        here = stack.pop()
+        dirs, files = [], []
+        try:
+            with os.scandir(here) as it:
+                for e in it:
+                    try:
+                        (dirs if e.is_dir() else files).append(e.name)
+                    except OSError:
+                        files.append(e.name)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            if here != top or e.errno != errno.ENOTDIR:
+                UNWALKABLE.append("%s (%s)" % (here[:200], e.strerror))
+            continue
+        yield here, dirs, files
+        for d in reversed(dirs):
+            full = os.path.join(here, d)
+            if not os.path.islink(full):
+                stack.append(full)
+
+
 def walk(root, skip=SKIP_DIRS):
     """Root-relative paths of every file and symlink under root (symlinks not followed)."""
     out = []
-    for here, dirs, files in os.walk(root):
+    for here, dirs, files in iwalk(root):
         links = [d for d in dirs if os.path.islink(os.path.join(here, d))]
         dirs[:] = sorted(d for d in dirs if d not in skip and d not in links)
         rel_here = os.path.relpath(here, root)
@@ -142,7 +175,7 @@ def lock_tree(cfg):
     store are left where the user can already use them (see open_environment_path)."""
     prebuilt = cfg.get("source_mtime") is None
     env = image_environment() if prebuilt else ()
-    for here, dirs, files in os.walk(TESTBED):
+    for here, dirs, files in iwalk(TESTBED):
         rel_here = os.path.relpath(here, TESTBED)
         if env and rel_here != "." and in_environment(rel_here, env):
             open_environment_path(here, rel_here, cfg)
@@ -167,50 +200,6 @@ def lock_tree(cfg):
 # memory file systems the harness mounts over these paths (and /dev/shm, Docker's own).
 TMPFS_PATHS = ("/tmp", "/var/tmp", "/run/harness", "/dev/shm")
 NOT_WALKED = ("/proc", "/sys", "/dev")
-# POSIX message queues: a file system of their own, writable by anyone.
-MQUEUE = "/dev/mqueue"
-
-
-def user_writable(cfg):
-    """Every place the sandbox user can write at run time."""
-    return (TESTBED, cfg["home"]) + TMPFS_PATHS + (MQUEUE,)
-
-
-def writable_entries(cfg, skip=()):
-    """(path, lstat) of every entry under the places the sandbox user can write, the places
-    themselves included (symlinks not followed), but the paths in `skip`."""
-    for root in user_writable(cfg):
-        if not os.path.isdir(root):
-            continue
-        for here, dirs, files in os.walk(root):
-            names = files + dirs + ([""] if here == root else [])
-            for name in names:
-                path = os.path.join(here, name) if name else root
-                if path in skip:
-                    continue
-                try:
-                    yield path, os.lstat(path)
-                except OSError:
-                    continue
-
-
-# System V IPC objects outlive every process. (table, column of the owner's uid, the call
-# that removes one.)
-IPC_TABLES = (("shm", 7, "shmctl"), ("msg", 7, "msgctl"), ("sem", 4, "semctl"))
-IPC_RMID = 0
-
-
-def user_ipc(uid):
-    """(removing call, id) of every System V IPC object the user owns."""
-    found = []
-    for table, uid_col, call in IPC_TABLES:
-        try:
-            with open("/proc/sysvipc/" + table) as f:
-                rows = [line.split() for line in f.readlines()[1:]]
-        except OSError:
-            continue
-        found.extend((call, int(row[1])) for row in rows if len(row) > uid_col and row[uid_col] == str(uid))
-    return found
 
 
 def lock_root_fs(cfg):
@@ -219,7 +208,7 @@ def lock_root_fs(cfg):
     /var/mail): the only disk the code under test can fill is what the harness measures."""
     keep = (TESTBED, cfg["home"]) + TMPFS_PATHS
     fixed = []
-    for here, dirs, files in os.walk("/"):
+    for here, dirs, files in iwalk("/"):
         if here in NOT_WALKED or here in keep or any(here.startswith(k + "/") for k in keep + NOT_WALKED):
             dirs[:] = []
             continue
@@ -532,6 +521,9 @@ def snapshot(cfg):
     snap.update(pytest_plugins(tree_files, "", TESTBED))
     snap.update(pytest_plugins(home_files, "~/", cfg["home"]))
     snap.update(shadowing_modules(cfg))
+    for path in UNWALKABLE[:5]:
+        # Not in any manifest: a change, naming the folder the guard could not check.
+        snap["<unwalkable> " + path] = "unwalkable"
     return snap
 
 
@@ -540,7 +532,7 @@ def disk_usage(cfg):
     on the container's own, disk-backed file system it can write (see lock_root_fs)."""
     total = 0
     for root in (TESTBED, cfg["home"]):
-        for here, dirs, files in os.walk(root):
+        for here, dirs, files in iwalk(root):
             for name in files + dirs:
                 try:
                     total += os.lstat(os.path.join(here, name)).st_blocks * 512
@@ -705,6 +697,28 @@ def emit(result):
     sys.stdout.flush()
 
 
+def after_apply(cfg):
+    """Locks what the patch changed and takes the manifest every later run is checked
+    against: {"snapshot", "tree", "code"}, or {"tree_error"} when the tree holds a folder
+    the guard could not read."""
+    # Nothing of the sandbox user's may outlive the patch's application.
+    kill_user(cfg["uid"], cfg["gid"])
+    tree, code = tree_digests(cfg)
+    lock_changed(cfg)
+    installed = sorted(installed_modules())
+    cfg["_installed"] = set(installed)
+    snap = snapshot(cfg)
+    if UNWALKABLE:
+        return {"tree_error": "the guard cannot read %s%s" % (
+            UNWALKABLE[0], " and %d more" % (len(UNWALKABLE) - 1) if len(UNWALKABLE) > 1 else "")}
+    write_json_atomic(MANIFEST, snap)
+    write_json_atomic(STATE, {"disk_base": disk_usage(cfg), "installed_modules": installed})
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import caches
+    caches.prime_access_times([TESTBED, cfg["home"]])
+    return {"snapshot": snap, "tree": tree, "code": code}
+
+
 def main(argv):
     if len(argv) < 2:
         sys.stderr.write("usage: guard.py lock-image CONFIG | after-apply | snapshot\n")
@@ -715,19 +729,18 @@ def main(argv):
         ensure_user(cfg)
         lock_tree(cfg)
         lock_root_fs(cfg)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import image_lock  # beside this file in the build context
+        image_lock.run(cfg)
         return 0
     cfg = load_config()
     if cmd == "after-apply":
-        # Nothing of the sandbox user's may outlive the patch's application.
-        kill_user(cfg["uid"], cfg["gid"])
-        tree, code = tree_digests(cfg)
-        lock_changed(cfg)
-        installed = sorted(installed_modules())
-        cfg["_installed"] = set(installed)
-        snap = snapshot(cfg)
-        write_json_atomic(MANIFEST, snap)
-        write_json_atomic(STATE, {"disk_base": disk_usage(cfg), "installed_modules": installed})
-        emit({"snapshot": snap, "tree": tree, "code": code})
+        try:
+            emit(after_apply(cfg))
+        except (OSError, RecursionError, MemoryError, UnicodeError) as e:
+            # What the patch made cannot be checked: the patch's fault, never the harness's.
+            emit({"tree_error": "the guard cannot check the tree the patch made: %s: %s"
+                                % (type(e).__name__, e)})
         return 0
     if cmd == "snapshot":
         emit({"snapshot": snapshot(cfg), "changes": changes(cfg)})

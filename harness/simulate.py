@@ -50,6 +50,19 @@ class PipeReader:
         return b"".join(self.chunks).decode("utf-8", "replace")
 
 
+def inner_pid(pid):
+    """A process's pid in its own (innermost) PID namespace, where the bench's sandbox puts
+    it and the simulator's log names it (the last field of NSpid)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return line.split()[-1]
+    except OSError:
+        pass
+    return str(pid)
+
+
 class PidWatch:
     """Every process of the sandbox user seen while the bench runs (every 20 ms): each must
     report counts. A process can keep its counts out of the log (close the descriptor before
@@ -64,7 +77,7 @@ class PidWatch:
     def _loop(self):
         while True:
             try:
-                self.seen.update(str(pid) for pid in guard.user_processes(self.uid))
+                self.seen.update(inner_pid(pid) for pid in guard.user_processes(self.uid))
             except OSError:
                 pass
             if self._stop.wait(0.02):

@@ -61,6 +61,10 @@ pub struct RunRecord {
     /// Seconds the whole exec took, the harness's own overhead included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec_s: Option<f64>,
+    /// Simulated runs: the bench's own time on this machine, run once before the count
+    /// (the simulator's time limit follows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_s: Option<f64>,
 }
 
 /// NVML telemetry of one run, over every GPU of the task. The window is the run's exec,
@@ -114,6 +118,7 @@ impl RunRecord {
             gpu: None,
             reps: Vec::new(),
             exec_s: None,
+            native_s: None,
         }
     }
 

@@ -576,6 +576,7 @@ mod tests {
                     gpu: None,
                     reps: Vec::new(),
                     exec_s: None,
+                    native_s: None,
                 })
                 .collect(),
             decided_after: Default::default(),

@@ -1,7 +1,9 @@
-//! The harness's own files inside every task container: the patch cascade, the timer, the
-//! guard, and the sitecustomize and pytest plugin of the test phase. They are uploaded,
-//! root-owned, into every container, watched by the guard, and part of every sample's result
-//! key (a change to any of them measures again).
+//! The harness's own files inside every task container: the supervisor (a static program
+//! built from supervisor/: every run's fresh sandbox, and the pinned interpreter of the
+//! harness's Python programs), the patch cascade, the timer, the guard, and the
+//! sitecustomize and pytest plugin of the test phase. They are uploaded, root-owned, into
+//! every container, watched by the guard, and part of every sample's result key (a change to
+//! any of them measures again).
 
 use sha2::{Digest, Sha256};
 
@@ -9,56 +11,74 @@ use sha2::{Digest, Sha256};
 pub struct Asset {
     /// Path without the leading `/`.
     pub path: &'static str,
-    pub text: &'static str,
+    pub bytes: &'static [u8],
     pub mode: u32,
 }
 
+/// Where the supervisor is in every container.
+pub const SUPERVISOR: &str = "/opt/harness/bin/harness-supervisor";
+
 pub const GUARD_SCRIPT: &str = include_str!("../../harness/guard.py");
+const CACHES_SCRIPT: &str = include_str!("../../harness/caches.py");
+const IMAGE_LOCK_SCRIPT: &str = include_str!("../../harness/image_lock.py");
+
+/// What the image build's last step runs (guard.py lock-image and what it imports), by file
+/// name in `/opt/harness-build`.
+pub const BUILD_SCRIPTS: &[(&str, &str)] = &[
+    ("guard.py", GUARD_SCRIPT),
+    ("caches.py", CACHES_SCRIPT),
+    ("image_lock.py", IMAGE_LOCK_SCRIPT),
+];
 
 pub const ASSETS: &[Asset] = &[
     Asset {
+        path: "opt/harness/bin/harness-supervisor",
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/harness-supervisor")),
+        mode: 0o755,
+    },
+    Asset {
         path: "opt/harness/apply_patch.sh",
-        text: include_str!("../../harness/apply_patch.sh"),
+        bytes: include_bytes!("../../harness/apply_patch.sh"),
         mode: 0o755,
     },
     Asset {
         path: "opt/harness/timed_run.py",
-        text: include_str!("../../harness/timed_run.py"),
+        bytes: include_bytes!("../../harness/timed_run.py"),
         mode: 0o755,
     },
     Asset {
         path: "opt/harness/simulate.py",
-        text: include_str!("../../harness/simulate.py"),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/fresh.py",
-        text: include_str!("../../harness/fresh.py"),
+        bytes: include_bytes!("../../harness/simulate.py"),
         mode: 0o644,
     },
     Asset {
         path: "opt/harness/witness.py",
-        text: include_str!("../../harness/witness.py"),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/repeat.py",
-        text: include_str!("../../harness/repeat.py"),
+        bytes: include_bytes!("../../harness/witness.py"),
         mode: 0o644,
     },
     Asset {
         path: "opt/harness/guard.py",
-        text: GUARD_SCRIPT,
+        bytes: GUARD_SCRIPT.as_bytes(),
+        mode: 0o644,
+    },
+    Asset {
+        path: "opt/harness/caches.py",
+        bytes: CACHES_SCRIPT.as_bytes(),
+        mode: 0o644,
+    },
+    Asset {
+        path: "opt/harness/image_lock.py",
+        bytes: IMAGE_LOCK_SCRIPT.as_bytes(),
         mode: 0o644,
     },
     Asset {
         path: "opt/harness/py/sitecustomize.py",
-        text: include_str!("../../harness/py/sitecustomize.py"),
+        bytes: include_bytes!("../../harness/py/sitecustomize.py"),
         mode: 0o644,
     },
     Asset {
         path: "opt/harness/py/harness_pytest.py",
-        text: include_str!("../../harness/py/harness_pytest.py"),
+        bytes: include_bytes!("../../harness/py/harness_pytest.py"),
         mode: 0o644,
     },
 ];
@@ -76,7 +96,7 @@ pub fn digest() -> String {
         h.update(a.path.as_bytes());
         h.update([0]);
         h.update(a.mode.to_le_bytes());
-        h.update(a.text.as_bytes());
+        h.update(a.bytes);
         h.update([0]);
     }
     hex::encode(h.finalize())
@@ -109,14 +129,37 @@ mod tests {
             }
         }
         on_disk.sort();
-        let mut listed: Vec<String> = ASSETS.iter().map(|a| a.path.to_string()).collect();
+        let mut listed: Vec<String> = ASSETS
+            .iter()
+            .map(|a| a.path.to_string())
+            .filter(|p| format!("/{p}") != SUPERVISOR)
+            .collect();
         listed.sort();
         assert_eq!(on_disk, listed);
-        for a in ASSETS {
-            let disk =
-                std::fs::read_to_string(root.join(a.path.trim_start_matches("opt/harness/")))
-                    .unwrap();
-            assert_eq!(disk, a.text, "{} is embedded as it is on disk", a.path);
+        for a in ASSETS
+            .iter()
+            .filter(|a| format!("/{}", a.path) != SUPERVISOR)
+        {
+            let disk = std::fs::read(root.join(a.path.trim_start_matches("opt/harness/"))).unwrap();
+            assert_eq!(disk, a.bytes, "{} is embedded as it is on disk", a.path);
+        }
+        // The supervisor is a static executable: it loads nothing from the image.
+        let sup = ASSETS
+            .iter()
+            .find(|a| format!("/{}", a.path) == SUPERVISOR)
+            .unwrap();
+        assert_eq!(&sup.bytes[..4], b"\x7fELF");
+        let b = sup.bytes;
+        let u16_at = |at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+        let phoff = u64::from_le_bytes(b[0x20..0x28].try_into().unwrap()) as usize;
+        let (size, count) = (u16_at(0x36), u16_at(0x38));
+        for i in 0..count {
+            let at = phoff + i * size;
+            let p_type = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+            assert_ne!(
+                p_type, 3,
+                "the supervisor has a PT_INTERP: it is not static"
+            );
         }
         assert_eq!(digest().len(), 64);
     }

@@ -219,13 +219,17 @@ async fn drive(
 /// Root's copy of base's git repository in an agent's container.
 const AGENT_GIT: &str = "/opt/agent-base.git";
 
-/// The diff of the tree after the agent, made by root: every process of the agent's user
-/// killed first (nothing changes the tree while it is read), then git with root's copy of
+/// The diff of the tree after the agent, made by root with programs the agent cannot have
+/// written (a fixed PATH of root's folders, the interpreter pinned at image build, not
+/// `python3` or `git` from the image's PATH, which may lead into the tree): every process of
+/// the agent's user killed first (nothing changes the tree while it is read), then git with root's copy of
 /// base's repository, no configuration but its own and none of the agent's hooks,
 /// file-system monitor or external diff.
 fn diff_script() -> String {
     format!(
-        "python3 -I -S -c 'import sys; sys.path.insert(0, \"/opt/harness-build\"); import guard; guard.kill_user({uid}, {gid})' && \
+        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin && \
+         PY=$(sed -n 's/.*\"executable\": *\"\\([^\"]*\\)\".*/\\1/p' /opt/harness-build/interpreter.json) && \
+         \"$PY\" -I -S -c 'import sys; sys.path.insert(0, \"/opt/harness-build\"); import guard; guard.kill_user({uid}, {gid})' && \
          export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/nonexistent && \
          G=\"git --git-dir={AGENT_GIT} --work-tree=/testbed -c core.fsmonitor=false -c core.hooksPath=/dev/null \
          -c core.untrackedCache=false -c safe.directory=*\" && cd /testbed && \

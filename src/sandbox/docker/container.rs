@@ -101,6 +101,18 @@ fn container_name(hint: &str) -> String {
     format!("harness-{clean}-{}-{n}-{nanos:08x}", std::process::id())
 }
 
+/// What root keeps in a task container; everything else is dropped.
+pub const ROOT_CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "SETUID",
+    "SETGID",
+    "KILL",
+    "SYS_ADMIN",
+    "SYS_CHROOT",
+];
+
 /// The create body: limits, labels, no network, an init as PID 1.
 pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
     let mut labels = spec.labels.clone();
@@ -142,24 +154,19 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
             pids_limit: Some(r.pids),
             network_mode: Some(if r.network { "bridge" } else { "none" }.into()),
             privileged: Some(false),
-            security_opt: Some(vec!["no-new-privileges".into()]),
+            // AppArmor's docker-default profile forbids mount(2), which every run's fresh
+            // sandbox needs (a host without AppArmor ignores this).
+            security_opt: Some(vec![
+                "no-new-privileges".into(),
+                "apparmor=unconfined".into(),
+            ]),
             // Root in the container keeps only what the harness's own steps need (locking
-            // the tree, dropping to the sandbox user, killing its leftovers); the code under
-            // test runs as that user, with no capabilities at all.
+            // the tree, dropping to the sandbox user, killing its leftovers, and making each
+            // run's sandbox: new namespaces and mounts, SYS_ADMIN; entering them, SYS_CHROOT);
+            // the code under test runs as that user, with no capabilities at all and
+            // no_new_privs, so it never holds any of these.
             cap_drop: Some(vec!["ALL".into()]),
-            cap_add: Some(
-                [
-                    "CHOWN",
-                    "DAC_OVERRIDE",
-                    "FOWNER",
-                    "SETUID",
-                    "SETGID",
-                    "KILL",
-                ]
-                .iter()
-                .map(|c| c.to_string())
-                .collect(),
-            ),
+            cap_add: Some(ROOT_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
             device_requests,
             // Every place the code under test may write besides the tree and its home is a
             // tmpfs of bounded size, charged to the container's memory: nothing it does
@@ -757,13 +764,9 @@ mod tests {
         assert_eq!(hc.privileged, Some(false));
         assert_eq!(hc.init, Some(true));
         assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
-        assert!(
-            !hc.cap_add
-                .as_ref()
-                .unwrap()
-                .iter()
-                .any(|c| c.contains("ADMIN"))
-        );
+        let caps = hc.cap_add.unwrap();
+        assert!(!caps.iter().any(|c| c == "NET_ADMIN" || c == "SYS_PTRACE"));
+        assert!(caps.iter().any(|c| c == "SYS_ADMIN"), "{caps:?}");
         assert_eq!(body.user.as_deref(), Some("0:0"));
         let tmpfs = hc.tmpfs.unwrap();
         assert_eq!(

@@ -74,7 +74,7 @@ pub const SOURCE_MTIME: u64 = 1_500_000_000;
 
 /// Where the build context puts what the image's last step needs: the guard that locks the
 /// tree for the sandbox user (harness/guard.py) and the task's protected set.
-const BUILD_GUARD: &str = "opt/harness-build/guard.py";
+const BUILD_DIR: &str = "opt/harness-build";
 const BUILD_CONFIG: &str = "opt/harness-build/config.json";
 
 /// The guard's configuration for this task: protected set, sandbox user.
@@ -111,11 +111,9 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
             add(&format!("root/testbed/{}", e.path), data, *mode)?;
         }
     }
-    add(
-        &format!("root/{BUILD_GUARD}"),
-        crate::sandbox::assets::GUARD_SCRIPT.as_bytes(),
-        0o644,
-    )?;
+    for (name, text) in crate::sandbox::assets::BUILD_SCRIPTS {
+        add(&format!("root/{BUILD_DIR}/{name}"), text.as_bytes(), 0o644)?;
+    }
     add(
         &format!("root/{BUILD_CONFIG}"),
         guard_config(task, material).as_bytes(),
@@ -179,8 +177,12 @@ pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> Strin
     h.update([0]);
     h.update(base_image_id.as_bytes());
     h.update([0]);
-    h.update(crate::sandbox::assets::GUARD_SCRIPT.as_bytes());
-    h.update([0]);
+    for (name, text) in crate::sandbox::assets::BUILD_SCRIPTS {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.update([0]);
+    }
     h.update(guard_config(task, material).as_bytes());
     let digest = hex::encode(h.finalize());
     format!("{}:{}", repo_name(&task.id), &digest[..16])

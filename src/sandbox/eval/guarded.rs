@@ -45,10 +45,15 @@ pub fn nonce() -> String {
     hex::encode(bytes)
 }
 
-/// `python3 -I -S script args...`: isolated, no site (no `.pth`, no user site, no script
-/// folder on the path), so nothing the sandbox user can write is imported by the guard.
+/// One of the harness's Python programs, run as root: by the supervisor, with the
+/// interpreter pinned at image build (`python3 -I -S script args...`: isolated, no site, so
+/// nothing the sandbox user can write is imported), never `python3` from the image's PATH.
 pub fn python(script: &str, args: &[String]) -> Vec<String> {
-    let mut argv = vec!["python3".into(), "-I".into(), "-S".into(), script.into()];
+    let mut argv = vec![
+        crate::sandbox::assets::SUPERVISOR.to_string(),
+        "python".into(),
+        script.into(),
+    ];
     argv.extend(args.iter().cloned());
     argv
 }
@@ -115,7 +120,7 @@ impl RunLimits {
     pub fn broken(&self, what: &str) -> Option<String> {
         if self.disk_exceeded {
             return Some(format!(
-                "{what} wrote more than the task's disk limit of {} to the tree and home (they grew by {}); stopped",
+                "{what} wrote more than the task's disk limit of {} (to the tree and home, or, in a timed run, anywhere: {} written); stopped",
                 mib(self.disk_limit),
                 self.disk_used.map(mib).unwrap_or_else(|| "?".into())
             ));
@@ -198,8 +203,10 @@ pub struct AfterApply {
     pub code: Option<String>,
 }
 
-/// After the patch: the guard locks what it changed and snapshots the watched files.
-pub async fn after_apply(sandbox: &Sandbox) -> Result<AfterApply> {
+/// After the patch: the guard locks what it changed and snapshots the watched files. The
+/// inner `Err` is the guard's refusal of the tree itself (a folder it cannot read, a tree it
+/// cannot walk): the patch's doing, where the outer one is the harness's.
+pub async fn after_apply(sandbox: &Sandbox) -> Result<std::result::Result<AfterApply, String>> {
     let nonce = nonce();
     let out = sandbox
         .exec_as(
@@ -212,10 +219,14 @@ pub async fn after_apply(sandbox: &Sandbox) -> Result<AfterApply> {
         .await?;
     #[derive(Deserialize)]
     struct Reported {
+        #[serde(default)]
         snapshot: Snapshot,
+        #[serde(default)]
         tree: String,
         #[serde(default)]
         code: Option<String>,
+        #[serde(default)]
+        tree_error: Option<String>,
     }
     let (json, shown) = split_result(&out.output, &nonce);
     let json = json.ok_or_else(|| {
@@ -227,11 +238,14 @@ pub async fn after_apply(sandbox: &Sandbox) -> Result<AfterApply> {
     })?;
     let parsed: Reported =
         serde_json::from_str(json).context("unreadable snapshot from the guard")?;
-    Ok(AfterApply {
+    if let Some(why) = parsed.tree_error {
+        return Ok(Err(why));
+    }
+    Ok(Ok(AfterApply {
         snapshot: parsed.snapshot,
         tree: parsed.tree,
         code: parsed.code,
-    })
+    }))
 }
 
 pub fn last_lines(text: &str, n: usize) -> String {

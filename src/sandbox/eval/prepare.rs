@@ -164,7 +164,7 @@ async fn start(step: &Step<'_>) -> Result<Sandbox, Failure> {
 async fn upload(step: &Step<'_>, sb: &Sandbox, v: &Variant) -> Result<(), Failure> {
     let mut files: Vec<(&str, &[u8], u32)> = crate::sandbox::assets::ASSETS
         .iter()
-        .map(|a| (a.path, a.text.as_bytes(), a.mode))
+        .map(|a| (a.path, a.bytes, a.mode))
         .collect();
     files.push((
         "opt/harness/config.json",
@@ -193,7 +193,7 @@ async fn apply(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Fai
         crate::sandbox::protect::RUN_AS
     };
     let argv = [
-        "sh".to_string(),
+        "/bin/sh".to_string(),
         "/opt/harness/apply_patch.sh".into(),
         PATCH_PATH.into(),
     ];
@@ -242,9 +242,14 @@ async fn apply(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Fai
 /// The guard locks what the patch changed and snapshots the watched files; a replica's
 /// tree must be the first container's.
 async fn after_apply(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Failure> {
-    let after = guarded::after_apply(sb)
-        .await
-        .map_err(|e| step.error(format!("{e:#}")))?;
+    let after = match guarded::after_apply(sb).await {
+        Ok(Ok(after)) => after,
+        Ok(Err(why)) if matches!(v.role, Role::Sample(_)) => {
+            return Err((Status::PatchRejected, step.in_replica(why)));
+        }
+        Ok(Err(why)) => return Err(step.error(why)),
+        Err(e) => return Err(step.error(format!("{e:#}"))),
+    };
     if step.replica == 0 {
         v.manifest = Some(after.snapshot);
         v.tree = Some(after.tree);

@@ -36,6 +36,7 @@ use crate::sandbox::docker::container::Sandbox;
 use crate::sandbox::eval::guarded::{self, Snapshot};
 use crate::telemetry::RunTag;
 pub use disturb::{PROBE_TOLERANCE, disturbance, flag_round};
+use run::ExecPlan;
 pub use run::{ReportedMetric, run_value};
 
 /// One variant taking part in a measurement.
@@ -378,21 +379,79 @@ impl<'a> Measurement<'a> {
         let (task, scale) = (self.input.task, self.input.timeout_scale);
         let output_limit = task.resources.bench_output_limit();
         for bench in &task.benches {
-            let runs = order
+            let live: Vec<(usize, &Sandbox)> = order
                 .iter()
                 .filter(|&&i| !self.p.dropouts.contains_key(&variants[i].label))
                 .filter_map(|&i| variants[i].sandboxes.first().map(|sb| (i, *sb)))
-                .map(|(i, sandbox)| async move {
-                    let started = Instant::now();
-                    let ran =
-                        run::run_once(sandbox, bench, scale, seed, output_limit, true, 1).await;
-                    (i, ran, started.elapsed().as_secs_f64())
+                .collect();
+            // One native run first: the simulator's limit follows the bench's own time here,
+            // and a bench that fails or runs past its timeout natively is the code's doing.
+            let natives = live.iter().map(|&(i, sandbox)| async move {
+                let ran = run::run_once(
+                    sandbox,
+                    bench,
+                    scale,
+                    seed,
+                    output_limit,
+                    ExecPlan::timed(1),
+                )
+                .await;
+                (i, ran)
+            });
+            let mut native_s = BTreeMap::new();
+            for (i, ran) in futures::future::join_all(natives).await {
+                match ran {
+                    Ok(r) if r.exit_code == 0 => {
+                        native_s.insert(i, r.wall_ns as f64 / 1e9);
+                    }
+                    Ok(_) => {} // the count's own run says how it fails
+                    Err(d) => {
+                        self.p.dropouts.insert(variants[i].label.clone(), d);
+                    }
+                }
+            }
+            let runs = live
+                .iter()
+                .filter(|(i, _)| !self.p.dropouts.contains_key(&variants[*i].label))
+                .map(|&(i, sandbox)| {
+                    let native = native_s.get(&i).copied();
+                    let limit = native.map(|n| run::simulator_limit(bench, scale, n));
+                    async move {
+                        let started = Instant::now();
+                        let plan = ExecPlan {
+                            simulate: true,
+                            repetitions: 1,
+                            limit,
+                        };
+                        let ran =
+                            run::run_once(sandbox, bench, scale, seed, output_limit, plan).await;
+                        (i, ran, started.elapsed().as_secs_f64(), native, limit)
+                    }
                 });
-            for (i, ran, secs) in futures::future::join_all(runs).await {
+            for (i, ran, secs, native, limit) in futures::future::join_all(runs).await {
                 let label = variants[i].label.clone();
                 match ran {
-                    Ok(result) => self.record(&label, bench, 0, (result, secs), None, data),
-                    Err(d) => {
+                    Ok(result) => {
+                        self.record(&label, bench, 0, (result, secs), None, data);
+                        if let Some(last) =
+                            self.p.log.runs.last_mut().filter(|r| r.variant == label)
+                        {
+                            last.native_s = native;
+                        }
+                    }
+                    Err(mut d) => {
+                        if let (Status::Timeout, Some(n), Some(l)) = (d.status, native, limit) {
+                            d.detail = format!(
+                                "bench `{}` under the simulator ran past its limit of {:.0} s, \
+                                 which allows {:.0} times its native {:.2} s on this machine: \
+                                 the simulator, not the code, is too slow for this bench \
+                                 (raise --timeout-scale)",
+                                bench.name,
+                                l.as_secs_f64(),
+                                run::SIM_SLOWDOWN_BOUND,
+                                n
+                            );
+                        }
                         self.p.dropouts.insert(label, d);
                     }
                 }
@@ -438,11 +497,14 @@ impl<'a> Measurement<'a> {
             self.input.timeout_scale,
             seed,
             output_limit,
-            simulate,
-            if warmup {
-                1
-            } else {
-                self.input.schedule.repetitions
+            ExecPlan {
+                simulate,
+                repetitions: if warmup {
+                    1
+                } else {
+                    self.input.schedule.repetitions
+                },
+                limit: None,
             },
         )
         .await;
@@ -509,6 +571,7 @@ impl<'a> Measurement<'a> {
             gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).cloned(),
             reps,
             exec_s: Some(exec_s),
+            native_s: None,
         };
         if result.exit_code == 0 && value.is_some() && !warmup {
             let history: Vec<&RunRecord> = self

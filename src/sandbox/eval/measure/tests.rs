@@ -25,6 +25,7 @@ fn run(wall: f64, cpu: f64, throttled: Option<u64>) -> RunRecord {
         gpu: None,
         reps: Vec::new(),
         exec_s: None,
+        native_s: None,
     }
 }
 

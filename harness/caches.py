@@ -1,0 +1,171 @@
+"""Python's bytecode caches: the same for every variant, written by no code under test.
+
+Every timed run starts in a fresh sandbox, so a cache a run writes is gone after it, and a
+module without a valid cache would be compiled in every timed run. So root compiles the
+tree: at image build (base's sources) and after each install (what the patch and the
+install changed), with the harness's own pinned interpreter. Before that, every cache folder
+the sandbox user made (during the install, say) is removed: a cache the code under test
+wrote is never loaded by a later run, forged or not. Root's cache folders are root's and
+read-only to the user, so the user cannot put a file in them.
+
+Compiling runs nothing of the source (compile() only); a cache folder that is a symlink or
+the user's is removed before root writes anything (root would otherwise write through it).
+The tree is walked iteratively (no depth limit) without following symlinks.
+"""
+import compileall
+import importlib.util
+import os
+import shutil
+import stat
+
+SKIP = {".git"}
+CACHE_DIR = "__pycache__"
+
+
+def walk_dirs(root):
+    """Every folder under root (root included), symlinks not followed, .git skipped."""
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        yield here
+        try:
+            with os.scandir(here) as it:
+                for e in it:
+                    if e.name not in SKIP and e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+        except OSError:
+            continue
+
+
+def remove_users_caches(roots):
+    """Removes every __pycache__ under roots that is not root's (or is a symlink), and any
+    file in a root-owned one that is not root's. How many were removed."""
+    removed = 0
+    for root in roots:
+        for here in list(walk_dirs(root)):
+            if os.path.basename(here) != CACHE_DIR:
+                continue
+            try:
+                st = os.lstat(here)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode) or st.st_uid != 0:
+                removed += remove(here, st)
+                continue
+            with os.scandir(here) as it:
+                for e in it:
+                    try:
+                        if e.stat(follow_symlinks=False).st_uid != 0 or e.is_symlink():
+                            removed += remove(e.path, e.stat(follow_symlinks=False))
+                    except OSError:
+                        continue
+    return removed
+
+
+def remove(path, st):
+    try:
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path)  # fd-based: it does not follow symlinks inside
+        else:
+            os.unlink(path)
+        return 1
+    except OSError:
+        return 0
+
+
+def lock(roots):
+    """Makes every cache folder and cache under roots root's: folders 0755, files 0644."""
+    for root in roots:
+        for here in walk_dirs(root):
+            if os.path.basename(here) != CACHE_DIR:
+                continue
+            os.chown(here, 0, 0)
+            os.chmod(here, 0o755)
+            with os.scandir(here) as it:
+                for e in it:
+                    if e.is_file(follow_symlinks=False):
+                        os.chown(e.path, 0, 0)
+                        os.chmod(e.path, 0o644)
+
+
+def compile_tree(roots):
+    """Compiles every .py under roots whose cache is missing or stale, as root. Returns
+    (compiled or up to date, failed). A cache folder is made only where none is, or where
+    root's is."""
+    old = os.umask(0o022)
+    ok = failed = 0
+    try:
+        for root in roots:
+            for here in walk_dirs(root):
+                if os.path.basename(here) == CACHE_DIR:
+                    continue
+                cache = os.path.join(here, CACHE_DIR)
+                try:
+                    st = os.lstat(cache)
+                    if stat.S_ISLNK(st.st_mode) or st.st_uid != 0:
+                        continue
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    continue
+                try:
+                    names = os.listdir(here)
+                except OSError:
+                    continue
+                for name in names:
+                    full = os.path.join(here, name)
+                    if not name.endswith(".py") or not os.path.isfile(full) or os.path.islink(full):
+                        continue
+                    try:
+                        good = compileall.compile_file(full, quiet=2, legacy=False)
+                    except (OSError, ValueError, RecursionError, MemoryError):
+                        good = False
+                    ok += 1 if good else 0
+                    failed += 0 if good else 1
+    finally:
+        os.umask(old)
+    return ok, failed
+
+
+def prime_access_times(roots):
+    """Reads one byte of every file and lists every folder under roots, as root, so that
+    their access times are now: with relatime (the default) a read moves an access time
+    only when it is older than the file's last change or than a day, so for the next day no
+    run can leave "I read this" in the access time of a file of the tree for a later run.
+    (prime: how many files)."""
+    primed = 0
+    for root in roots:
+        for here in walk_dirs(root):
+            try:
+                names = os.listdir(here)
+            except OSError:
+                continue
+            for name in names:
+                full = os.path.join(here, name)
+                try:
+                    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+                except OSError:
+                    continue
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        os.read(fd, 1)
+                        primed += 1
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+    return primed
+
+
+def user_site(cfg):
+    return os.path.join(cfg["home"], ".local")
+
+
+def after_install(cfg, testbed):
+    """Caches of the installed tree and the user's site folder, all root's."""
+    roots = [r for r in (testbed, user_site(cfg)) if os.path.isdir(r)]
+    removed = remove_users_caches(roots)
+    ok, failed = compile_tree(roots)
+    primed = prime_access_times([testbed, cfg["home"]])
+    return {"caches_removed": removed, "caches_compiled": ok, "caches_failed": failed,
+            "cache_tag": importlib.util.MAGIC_NUMBER.hex(), "atimes_primed": primed}

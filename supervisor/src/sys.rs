@@ -1,0 +1,223 @@
+//! Thin wrappers over the system calls the supervisor makes: each returns `Err` with the
+//! call, its argument and the OS error, so a failure names what failed.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+
+pub type Result<T> = std::result::Result<T, String>;
+
+pub fn cstr(s: impl AsRef<OsStr>) -> Result<CString> {
+    CString::new(s.as_ref().as_bytes()).map_err(|_| format!("{:?} holds a NUL byte", s.as_ref()))
+}
+
+fn check(rc: libc::c_int, what: impl FnOnce() -> String) -> Result<libc::c_int> {
+    if rc < 0 {
+        Err(format!("{}: {}", what(), io::Error::last_os_error()))
+    } else {
+        Ok(rc)
+    }
+}
+
+pub fn mount(
+    source: &str,
+    target: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> Result<()> {
+    let s = cstr(source)?;
+    let t = cstr(target)?;
+    let f = fstype.map(cstr).transpose()?;
+    let d = data.map(cstr).transpose()?;
+    // SAFETY: every pointer is a valid NUL-terminated string or null, as mount(2) takes.
+    let rc = unsafe {
+        libc::mount(
+            s.as_ptr(),
+            t.as_ptr(),
+            f.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            flags,
+            d.as_ref()
+                .map_or(std::ptr::null(), |c| c.as_ptr().cast::<libc::c_void>()),
+        )
+    };
+    check(rc, || {
+        format!(
+            "mount {source} on {target} ({}, flags {flags:#x}, {})",
+            fstype.unwrap_or("bind"),
+            data.unwrap_or("")
+        )
+    })
+    .map(|_| ())
+}
+
+pub fn mkdir_p(path: &str, mode: u32) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(|e| format!("mkdir {path}: {e}"))
+}
+
+pub fn unshare(flags: libc::c_int) -> Result<()> {
+    // SAFETY: unshare(2) takes flags only.
+    check(unsafe { libc::unshare(flags) }, || {
+        format!("unshare({flags:#x}) (the container needs CAP_SYS_ADMIN)")
+    })
+    .map(|_| ())
+}
+
+pub fn chdir(path: &str) -> Result<()> {
+    let p = cstr(path)?;
+    // SAFETY: a valid C string.
+    check(unsafe { libc::chdir(p.as_ptr()) }, || {
+        format!("chdir {path}")
+    })
+    .map(|_| ())
+}
+
+pub fn chroot(path: &str) -> Result<()> {
+    let p = cstr(path)?;
+    // SAFETY: a valid C string.
+    check(unsafe { libc::chroot(p.as_ptr()) }, || {
+        format!("chroot {path} (the container needs CAP_SYS_CHROOT)")
+    })
+    .map(|_| ())
+}
+
+/// fork(2): `Ok(0)` in the child, the child's pid in the parent.
+pub fn fork() -> Result<libc::pid_t> {
+    // SAFETY: the supervisor is single-threaded; the child only makes system calls and
+    // execs or exits.
+    check(unsafe { libc::fork() }, || "fork".to_string())
+}
+
+pub fn pipe() -> Result<(i32, i32)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for two descriptors.
+    check(
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) },
+        || "pipe".to_string(),
+    )?;
+    Ok((fds[0], fds[1]))
+}
+
+pub fn close(fd: i32) {
+    // SAFETY: closing a descriptor this process owns.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
+pub fn write_all(fd: i32, mut bytes: &[u8]) -> Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: bytes is a valid buffer of its length.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("write to descriptor {fd}: {e}"));
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+/// One byte from `fd`, or `None` at end of file (the writer is gone).
+pub fn read_byte(fd: i32) -> Option<u8> {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: b has room for one byte.
+        let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            return Some(b[0]);
+        }
+        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return None;
+    }
+}
+
+pub fn dup2(from: i32, to: i32) -> Result<()> {
+    // SAFETY: both are descriptor numbers.
+    check(unsafe { libc::dup2(from, to) }, || {
+        format!("dup2 {from} -> {to}")
+    })
+    .map(|_| ())
+}
+
+/// Marks every descriptor from 3 up close-on-exec, but those in `keep`.
+pub fn cloexec_all_but(keep: &[i32]) {
+    let dir = match std::fs::read_dir("/proc/self/fd") {
+        Ok(d) => d,
+        Err(_) => return,
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds {
+        if fd > 2 && !keep.contains(&fd) {
+            // SAFETY: setting a flag on a descriptor number; an invalid one fails harmlessly.
+            unsafe {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
+/// Clears close-on-exec on `fd` (a descriptor handed on to the command).
+pub fn inherit(fd: i32) {
+    // SAFETY: clearing a flag on a descriptor number.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, 0);
+    }
+}
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// An exit status as the harness reports it: the exit code, or minus the signal.
+pub fn exit_code(status: libc::c_int) -> i64 {
+    if libc::WIFSIGNALED(status) {
+        -(libc::WTERMSIG(status) as i64)
+    } else {
+        libc::WEXITSTATUS(status) as i64
+    }
+}
+
+/// execve with a PATH search like execvp's, in the current environment. Returns only on
+/// failure, with why.
+pub fn exec_path(argv: &[String]) -> String {
+    let Some(program) = argv.first() else {
+        return "no command".to_string();
+    };
+    let c_argv: Vec<CString> = match argv.iter().map(cstr).collect() {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let mut ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: a NULL-terminated array of valid C strings; on success this does not return.
+    unsafe {
+        libc::execvp(ptrs[0], ptrs.as_ptr());
+    }
+    format!("cannot start {program:?}: {}", io::Error::last_os_error())
+}
+
+pub fn exit(code: i32) -> ! {
+    // SAFETY: ends the process without running anything else of it (the child of a fork).
+    unsafe { libc::_exit(code) }
+}
