@@ -99,7 +99,7 @@ fn hostile_catalogue_gets_its_expected_outcomes_and_scores_zero() {
         "--predictions",
         "tasks/_predictions/hostile.jsonl",
         "--k",
-        "16",
+        "20",
         "--timeout-scale",
         "0.25",
         "--run-id",
@@ -149,7 +149,7 @@ fn hostile_catalogue_gets_its_expected_outcomes_and_scores_zero() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 
-    assert_eq!(summary["totals"]["score"], 0.0, "Opt@16 of hostile is 0");
+    assert_eq!(summary["totals"]["score"], 0.0, "Opt@20 of hostile is 0");
     assert_eq!(summary["totals"]["complete"], true);
     assert!(
         containers_of_run("hostile").is_empty(),
