@@ -47,9 +47,16 @@ def load_config(path=CONFIG):
     with open(path) as f:
         cfg = json.load(f)
     cfg["_protected"] = [re.compile(p) for p in cfg.get("protected", [])]
-    installed = load_state().get("installed_modules")
+    state = load_state()
+    installed = state.get("installed_modules")
     if installed is not None:
         cfg["_installed"] = set(installed)
+    # Read by root's git right after the patch, before any code under test ran: later, the
+    # repository is the sandbox user's to change (its refs, a `commondir`), and root's git
+    # must not read it.
+    base_paths = state.get("base_paths")
+    if base_paths is not None:
+        cfg["_base_paths"] = set(base_paths)
     return cfg
 
 
@@ -229,8 +236,10 @@ def lock_root_fs(cfg):
 # Git run by root on a tree the sandbox user writes: no configuration but ours, no hook, no
 # file-system monitor, no external diff or filter (each would run a command as root).
 GIT_SAFE = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-            "-c", "core.untrackedCache=false", "-c", "diff.external=", "--no-pager"]
+            "-c", "core.untrackedCache=false", "-c", "diff.external=", "-c", "protocol.allow=never",
+            "--no-pager"]
 GIT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/nonexistent",
+           "GIT_NO_LAZY_FETCH": "1",
            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "LC_ALL": "C"}
 
 
@@ -313,6 +322,25 @@ def lock_changed(cfg):
             parent = os.path.dirname(parent)
 
 
+def read_regular(full, limit=64 << 20):
+    """The bytes of a regular file (at most `limit`), never through a symlink and never
+    waiting: a FIFO the code left under a watched name would block root's read forever."""
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks, size = [], 0
+        while size < limit:
+            block = os.read(fd, min(1 << 20, limit - size))
+            if not block:
+                break
+            chunks.append(block)
+            size += len(block)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def digest(full):
     try:
         st = os.lstat(full)
@@ -383,8 +411,7 @@ def test_configuration(tree_files):
             continue
         full = os.path.join(TESTBED, rel)
         try:
-            with open(full, "rb") as f:
-                text = f.read().decode("utf-8", "surrogateescape")
+            text = read_regular(full).decode("utf-8", "surrogateescape")
         except OSError:
             continue
         if name == "pyproject.toml":
@@ -408,8 +435,7 @@ def pytest_plugins(files, prefix, root):
         if not rel.endswith("/entry_points.txt") or not (".dist-info/" in rel or ".egg-info/" in rel):
             continue
         try:
-            with open(os.path.join(root, rel), "rb") as f:
-                text = f.read().decode("utf-8", "surrogateescape")
+            text = read_regular(os.path.join(root, rel)).decode("utf-8", "surrogateescape")
         except OSError:
             continue
         part = ini_sections(text, ("pytest11",))
@@ -712,7 +738,8 @@ def after_apply(cfg):
         return {"tree_error": "the guard cannot read %s%s" % (
             UNWALKABLE[0], " and %d more" % (len(UNWALKABLE) - 1) if len(UNWALKABLE) > 1 else "")}
     write_json_atomic(MANIFEST, snap)
-    write_json_atomic(STATE, {"disk_base": disk_usage(cfg), "installed_modules": installed})
+    write_json_atomic(STATE, {"disk_base": disk_usage(cfg), "installed_modules": installed,
+                              "base_paths": sorted(cfg.get("_base_paths") or base_tree_paths())})
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import caches
     caches.prime_access_times([TESTBED, cfg["home"]])

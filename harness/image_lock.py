@@ -10,6 +10,7 @@ what every run of every variant shares, fixed before any code under test runs.
 """
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -72,11 +73,23 @@ def lock_interpreter(exe, library):
                 fix(full, os.lstat(full))
 
 
+def pinned_valgrind(cfg):
+    """The simulator, by its real path, when it is root's and outside the tree and home."""
+    found = shutil.which("valgrind", path="/usr/local/bin:/usr/bin:/bin")
+    if not found:
+        return None
+    real = os.path.realpath(found)
+    if inside(real, [TESTBED, cfg["home"]]):
+        return None
+    lock_interpreter(real, [])
+    return real
+
+
 def run(cfg):
     exe, library = choose(cfg)
     lock_interpreter(exe, library)
     with open(RECORD, "w") as f:
-        json.dump({"executable": exe, "library": library}, f)
+        json.dump({"executable": exe, "library": library, "valgrind": pinned_valgrind(cfg)}, f)
     os.chmod(RECORD, 0o644)
     # Root's caches are the image's, not the code's: git (patch attempts' resets, an
     # agent's diff, the tree's digests) leaves them out.

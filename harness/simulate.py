@@ -9,12 +9,13 @@ import threading
 import guard
 
 
-def command(log_fd):
+def command(log_fd, valgrind="valgrind"):
     """Valgrind's command line, before the bench's. The caches are fixed (not read off this
     machine's CPU), so a count is the same anywhere; `log_fd` is where the bench's processes
-    find the log."""
-    return ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--trace-children=yes",
-            "--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64",
+    find the log. `valgrind` is the image's, pinned at build (never one on the user's PATH),
+    and it reads no option file (a `.valgrindrc` in the tree would be the code's)."""
+    return [valgrind, "--command-line-only=yes", "--tool=cachegrind", "--cache-sim=yes",
+            "--trace-children=yes", "--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64",
             "--cachegrind-out-file=/dev/null", "--log-fd=%d" % log_fd]
 
 
@@ -44,6 +45,7 @@ class PipeReader:
             if self.size < self.limit:
                 self.chunks.append(block[: self.limit - self.size])
                 self.size += len(self.chunks[-1])
+        os.close(self.fd)
 
     def text(self):
         self.thread.join(timeout=5)

@@ -34,7 +34,7 @@ was printed, and a digest of the bench's output (stdout, or the file the task na
 the equivalence check: lines matching --ignore left out, the figure of an output metric
 masked. The bench's stdout and stderr go to fresh files in OUT_DIR (a tmpfs).
 """
-import hashlib
+import fcntl
 import json
 import os
 import re
@@ -47,12 +47,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import caches  # noqa: E402
 import guard  # noqa: E402
+import output  # noqa: E402
 import simulate  # noqa: E402
 import witness as witness_mod  # noqa: E402
 
-TAIL_BYTES = 64 * 1024
-# The most a tail may take in the result line, escaped: the host keeps 256 KiB of it.
-TAIL_JSON_BYTES = 32 * 1024
 SUPERVISOR = "/opt/harness/bin/harness-supervisor"
 # Descriptors of a sandboxed run (harness/supervisor): go, ready, result, copied output file.
 GO_FD, READY_FD, RESULT_FD, COPY_FD = 3, 4, 6, 7
@@ -162,9 +160,10 @@ def witness_env(cfg):
 # is torn down inside the timed interval): the launcher starts before the clock, only its
 # exec is timed. Its OOM score makes the kernel's OOM killer take the code under test, not
 # the harness's timer, when the container runs out of memory; no core dumps (a dump would
-# land in the tree); no file larger than the disk limit.
+# land in the tree); no file larger than the disk limit. It starts as root in the harness's
+# environment and execs the command in the command's, handed over in HARNESS_EXEC_ENV.
 LAUNCHER = """
-import os, sys, resource
+import json, os, sys, resource
 uid, gid, fsize = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
 try:
     with open("/proc/self/oom_score_adj", "w") as f:
@@ -187,8 +186,9 @@ go = os.read(3, 1)
 os.close(3)
 if not go:
     os._exit(126)
+env = json.loads(os.environ["HARNESS_EXEC_ENV"])
 try:
-    os.execve(sys.argv[5], sys.argv[6:], os.environ)
+    os.execve(sys.argv[5], sys.argv[6:], env)
 except OSError as e:
     os.write(2, ("cannot start %r: %s\\n" % (sys.argv[6:], e)).encode())
     os._exit(127)
@@ -206,13 +206,12 @@ def resolve(program, env):
 
 
 def high_fd(fd):
-    """A descriptor above every number posix_spawn's dup2 puts one on (3 to 7), so each dup2
-    takes effect (a dup2 onto itself would keep close-on-exec)."""
+    """The descriptor moved above every number posix_spawn's dup2 puts one on (3 to 7), so
+    that no dup2 overwrites another's source and each takes effect (a dup2 onto itself would
+    keep close-on-exec)."""
     if fd > COPY_FD:
         return fd
-    moved = os.dup(fd)
-    while moved <= COPY_FD:
-        moved = os.dup(moved)
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, COPY_FD + 1)
     os.close(fd)
     return moved
 
@@ -239,7 +238,11 @@ class Launched:
         ]
         if witness_fd is not None:
             actions.append((os.POSIX_SPAWN_DUP2, witness_fd, WITNESS_FD))
-        self.pid = os.posix_spawn(sys.executable, largv, env, file_actions=actions)
+        # The launcher starts as root: in an environment of the harness's own (the image's
+        # LD_LIBRARY_PATH could load a library from the tree into it), with the command's
+        # environment handed over for its exec, after the drop.
+        own = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HARNESS_EXEC_ENV": json.dumps(env)}
+        self.pid = os.posix_spawn(sys.executable, largv, own, file_actions=actions)
         os.close(go_r)
         os.close(ready_w)
         self.ready = os.read(ready_r, 1) == b"r"
@@ -409,109 +412,10 @@ def run_plain(cfg, manifest, command, limit, with_witness):
     result["lingering_killed"] += lingering
     if witness:
         result["witness"] = witness.report()
-    elif result["exit_code"] == 0 and not result["changes"]:
+    elif result["exit_code"] == 0 and not result["changes"] and not result.get("survivors"):
         # The install: what every timed run starts from, with root's caches of its code.
         result.update(caches.after_install(cfg, guard.TESTBED))
     return result
-
-
-def tail(fd):
-    """The last TAIL_BYTES of an output file, as text whose escaped form fits in
-    TAIL_JSON_BYTES of the result line (control bytes and the like escape to six times
-    their size: whatever the bench printed, the result line reaches the host whole)."""
-    size = os.fstat(fd).st_size
-    os.lseek(fd, max(0, size - TAIL_BYTES), os.SEEK_SET)
-    data = b""
-    while True:
-        block = os.read(fd, TAIL_BYTES)
-        if not block:
-            break
-        data += block
-    text = data.decode("utf-8", "replace")
-    while len(json.dumps(text)) > TAIL_JSON_BYTES:
-        text = text[len(text) // 2:]
-    return text, size
-
-
-def read_all(fd):
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while True:
-        block = os.read(fd, 1 << 20)
-        if not block:
-            break
-        chunks.append(block)
-    return b"".join(chunks).decode("utf-8", "surrogateescape")
-
-
-MASK = "<metric>"
-
-
-def find_metric(texts, pattern, json_key):
-    """(value, times printed, the first text with each figure masked) of an output metric,
-    over stdout and stderr together. A figure is the first group of every match of the
-    pattern, or the key of every JSON-object line that has it."""
-    values = []
-    masked = []
-    for text in texts:
-        if pattern is not None:
-            out, at = [], 0
-            for m in pattern.finditer(text):
-                if m.lastindex is None or m.start(1) < 0:
-                    continue
-                values.append(m.group(1))
-                out.append(text[at:m.start(1)] + MASK)
-                at = m.end(1)
-            out.append(text[at:])
-            masked.append("".join(out))
-        elif json_key is not None:
-            lines = []
-            for line in text.split("\n"):
-                if json_key in line:
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        obj = None
-                    if isinstance(obj, dict) and json_key in obj:
-                        values.append(obj[json_key])
-                        obj[json_key] = MASK
-                        line = json.dumps(obj, sort_keys=True)
-                lines.append(line)
-            masked.append("\n".join(lines))
-        else:
-            masked.append(text)
-    value = None
-    if len(values) == 1:
-        try:
-            value = float(str(values[0]).strip())
-        except ValueError:
-            value = None
-    return value, len(values), masked[0] if masked else ""
-
-
-def output_digest(text, ignore):
-    """sha256 of the output's lines, those matching an ignore pattern left out."""
-    h = hashlib.sha256()
-    kept = 0
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for line in lines:
-        if any(p.search(line) for p in ignore):
-            continue
-        h.update(line.encode("utf-8", "surrogateescape") + b"\n")
-        kept += 1
-    return "sha256:" + h.hexdigest(), kept
-
-
-def fresh_file(path):
-    """A new, empty file: never the inode of an earlier run's output, which a process that
-    outlived that run might still hold open."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
 
 
 def run_timed(cfg, manifest, command, opts):
@@ -553,10 +457,36 @@ def run_timed(cfg, manifest, command, opts):
     return result
 
 
+PINNED = "/opt/harness-build/interpreter.json"
+
+
+def pinned_program(name):
+    """A program the image's build pinned for the harness (root's, outside the tree), or None."""
+    try:
+        with open(PINNED) as f:
+            path = json.load(f).get(name)
+    except (OSError, ValueError):
+        return None
+    return path if isinstance(path, str) and path.startswith("/") else None
+
+
+MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
 def layer_size(cfg):
     """What one run may write in all (tree, home, /tmp...): the task's disk limit, held in
-    memory and charged to the container's."""
-    return int(cfg.get("disk_limit") or 0) or (1 << 30)
+    memory and charged to the container's, so at most half the container's memory (a run
+    that fills it is stopped as past the disk limit, before the OOM killer would take the
+    harness's own processes)."""
+    size = int(cfg.get("disk_limit") or 0) or (1 << 30)
+    for path in MEMORY_LIMITS:
+        try:
+            with open(path) as f:
+                size = min(size, int(f.read().strip()) // 2)
+            break
+        except (OSError, ValueError):
+            continue
+    return max(size, 16 << 20)
 
 
 class HarnessError(Exception):
@@ -629,21 +559,22 @@ def one_repetition(cfg, command, opts):
     argv = argv_for(command)
     throttled_before = throttled()
     probe_before = cpu_probe_ms()
-    out_fd = fresh_file(os.path.join(out_dir, "stdout"))
-    err_fd = fresh_file(os.path.join(out_dir, "stderr"))
-    copy_fd = fresh_file(os.path.join(out_dir, "output_file")) if opts["output_file"] else None
+    out_fd = high_fd(output.fresh_file(os.path.join(out_dir, "stdout")))
+    err_fd = high_fd(output.fresh_file(os.path.join(out_dir, "stderr")))
+    copy_fd = high_fd(output.fresh_file(os.path.join(out_dir, "output_file"))) if opts["output_file"] else None
     sim_reader, sim_w = None, None
     if opts["simulate"]:
         # A fixed hash seed: the same code does the same work on every run.
         env = child_env(cfg, {"PYTHONHASHSEED": "0"})
-        if resolve("valgrind", env) == "valgrind":
+        valgrind = pinned_program("valgrind")
+        if valgrind is None:
             early = {"exit_code": 0, "wall_ns": 0, "user_s": 0.0, "sys_s": 0.0, "max_rss_kb": 0,
                      "stdout_tail": "", "stderr_tail": "", "simulated": {
                          "unavailable": True,
                          "error": "the simulated criterion needs valgrind in the task image "
                                   "(the default base image has it; install it in image.setup)"}}
             return {"early": early, "exit_code": 0}, None, set()
-        argv = simulate.command(WITNESS_FD) + argv
+        argv = simulate.command(WITNESS_FD, valgrind) + argv
         sim_r, sim_w = os.pipe()
         sim_w = high_fd(sim_w)
         sim_reader = simulate.PipeReader(sim_r, simulate.SIM_LOG_LIMIT)
@@ -664,17 +595,17 @@ def one_repetition(cfg, command, opts):
         raise HarnessError("the run's sandbox failed: %s" % report["error"])
     probe_after = cpu_probe_ms()
     throttled_after = throttled()
-    stdout_tail, stdout_bytes = tail(out_fd)
-    stderr_tail, stderr_bytes = tail(err_fd)
+    stdout_tail, stdout_bytes = output.tail(out_fd)
+    stderr_tail, stderr_bytes = output.tail(err_fd)
     flood = watchdog.flood or stdout_bytes + stderr_bytes > opts["output_limit"]
-    stdout_text = "" if flood else read_all(out_fd)
-    stderr_text = "" if flood else read_all(err_fd)
-    value, printed, masked = find_metric([stdout_text, stderr_text], opts["metric_pattern"], opts["metric_json_key"])
-    digest, lines = output_digest(masked, opts["ignore"])
+    stdout_text = "" if flood else output.read_all(out_fd)
+    stderr_text = "" if flood else output.read_all(err_fd)
+    value, printed, masked = output.find_metric([stdout_text, stderr_text], opts["metric_pattern"], opts["metric_json_key"])
+    digest, lines = output.output_digest(masked, opts["ignore"])
     os.close(out_fd)
     os.close(err_fd)
     if copy_fd is not None:
-        digest = copied_digest(copy_fd, report.get("copied", {}).get(opts["output_file"], {}))
+        digest = output.copied_digest(copy_fd, report.get("copied", {}).get(opts["output_file"], {}))
     fresh = report.get("fresh", {})
     result = {
         "start_ns": report["start_ns"],
@@ -706,24 +637,6 @@ def one_repetition(cfg, command, opts):
     if opts["metric_pattern"] is not None or opts["metric_json_key"] is not None:
         result["metric"] = {"value": value, "printed": printed}
     return result, sim_reader, seen
-
-
-def copied_digest(fd, copied):
-    """sha256 of the output file the bench wrote in its sandbox, as the supervisor copied it
-    out (or why there is none, as file_digest says it)."""
-    try:
-        if "error" in copied or not copied:
-            return "unreadable:%s" % copied.get("error", "not copied")
-        os.lseek(fd, 0, os.SEEK_SET)
-        h = hashlib.sha256()
-        while True:
-            block = os.read(fd, 1 << 20)
-            if not block:
-                break
-            h.update(block)
-        return "sha256:" + h.hexdigest() + (":truncated" if copied.get("truncated") else "")
-    finally:
-        os.close(fd)
 
 
 def parse_args(args):

@@ -53,7 +53,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release", "harness")
+# HARNESS_BIN: another build of the harness (an older commit's, say), to compare two in one hour.
+BIN = os.environ.get("HARNESS_BIN") or os.path.join(ROOT, "target", "release", "harness")
 
 
 def sh(*args, **kw):

@@ -58,6 +58,9 @@ fn doctor_checks_the_engine_and_says_what_to_fix() {
         "{disk}"
     );
     check(&j, "base image");
+    // This engine lets task containers make each run's sandbox (the supervisor ran once).
+    let sandbox = check(&j, "run sandbox");
+    assert_eq!(sandbox["level"], "OK", "{sandbox}");
     check(&j, "nvidia runtime");
     // NVML missing: a warning (CPU tasks run), with what to do.
     let nvml = check(&j, "nvml");

@@ -168,6 +168,7 @@ async fn engine_checks(engine: &Engine, local: bool, gpu_level: Level, out: &mut
     out.push(storage_check(&info));
     out.push(disk_check(&info, local));
     out.push(base_image_check(engine).await);
+    out.push(sandbox_check(engine).await);
     out.push(runtime_check(&info, gpu_level));
     match engine.orphan_containers().await {
         Ok(o) if o.is_empty() => {}
@@ -350,6 +351,82 @@ async fn base_image_check(engine: &Engine) -> Check {
             format!("{e:#}"),
             "the engine does not answer image queries: check its logs",
         ),
+    }
+}
+
+/// Whether task containers can make each timed run's sandbox (new namespaces and mounts:
+/// root in the container needs SYS_ADMIN, which AppArmor, a seccomp profile of the host's
+/// or a rootless engine may refuse): a container of the base image, made as the harness
+/// makes task containers, runs the supervisor once.
+async fn sandbox_check(engine: &Engine) -> Check {
+    use crate::sandbox::assets::{ASSETS, SUPERVISOR};
+    use crate::sandbox::docker::container::{Sandbox, SandboxSpec};
+    use crate::sandbox::docker::image::local_image_id;
+    if !matches!(
+        local_image_id(engine, DEFAULT_BASE_IMAGE).await,
+        Ok(Some(_))
+    ) {
+        return check(
+            "run sandbox",
+            Level::Warn,
+            "not tried: the base image is missing".into(),
+            "run `harness doctor` again once the base image is made",
+        );
+    }
+    let spec = SandboxSpec {
+        image: DEFAULT_BASE_IMAGE.into(),
+        name_hint: "doctor".into(),
+        labels: Default::default(),
+        resources: crate::core::task::Resources {
+            cpus: 1.0,
+            memory_bytes: 256 << 20,
+            pids: 64,
+            network: false,
+            gpus: 0,
+            disk_bytes: 64 << 20,
+        },
+        cpuset: None,
+        gpu_ids: Vec::new(),
+        env: Vec::new(),
+    };
+    let fix = "task containers get SYS_ADMIN, SYS_CHROOT and NET_ADMIN for root (the code under \
+               test never holds them) and AppArmor turned off, to make a fresh sandbox per run: \
+               on a rootless engine, or one whose seccomp profile or a policy refuses mount and \
+               unshare in containers, run the harness on a rootful Docker Engine";
+    let sandbox = match Sandbox::start(engine, &spec).await {
+        Ok(sb) => sb,
+        Err(e) => return check("run sandbox", Level::Fail, format!("{e:#}"), fix),
+    };
+    let outcome = async {
+        if let Some(a) = ASSETS.iter().find(|a| format!("/{}", a.path) == SUPERVISOR) {
+            sandbox.upload("/", &[(a.path, a.bytes, a.mode)]).await?;
+        }
+        let argv = [SUPERVISOR, "run", "--", "/usr/bin/true"].map(str::to_string);
+        sandbox
+            .exec(&argv, std::time::Duration::from_secs(60), 64 * 1024)
+            .await
+    }
+    .await;
+    let _ = sandbox.remove().await;
+    match outcome {
+        Ok(out) if out.output.contains("\"fresh\"") => check(
+            "run sandbox",
+            Level::Ok,
+            "each timed run gets fresh namespaces and a copy-on-write layer".into(),
+            "",
+        ),
+        Ok(out) => check(
+            "run sandbox",
+            Level::Fail,
+            out.output
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("no output")
+                .to_string(),
+            fix,
+        ),
+        Err(e) => check("run sandbox", Level::Fail, format!("{e:#}"), fix),
     }
 }
 

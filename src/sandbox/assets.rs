@@ -47,6 +47,11 @@ pub const ASSETS: &[Asset] = &[
         mode: 0o755,
     },
     Asset {
+        path: "opt/harness/output.py",
+        bytes: include_bytes!("../../harness/output.py"),
+        mode: 0o644,
+    },
+    Asset {
         path: "opt/harness/simulate.py",
         bytes: include_bytes!("../../harness/simulate.py"),
         mode: 0o644,

@@ -168,10 +168,14 @@ pub fn proc_masks(mounts: &[MountInfo]) -> Vec<(String, ProcMask)> {
         }
         let how = if m.fstype == "proc" {
             ProcMask::ReadOnly
-        } else if m.root == "/" {
+        } else if m.root == "/" && !m.writable() {
             ProcMask::EmptyDir
-        } else {
+        } else if m.root != "/" {
             ProcMask::Null
+        } else {
+            // Not one of Docker's masks (a runtime's own files under /proc, as NVIDIA's
+            // /proc/driver/nvidia): the new /proc shows the kernel's own there.
+            continue;
         };
         out.push((m.point.clone(), how));
     }

@@ -112,7 +112,12 @@ pub fn exec(record: &str, script: &str, args: &[String]) -> String {
         Ok(p) => p,
         Err(e) => return e,
     };
-    for path in std::iter::once(&pinned.executable).chain(&pinned.library) {
+    let own = [record.to_string(), script.to_string()];
+    for path in own
+        .iter()
+        .chain(std::iter::once(&pinned.executable))
+        .chain(&pinned.library)
+    {
         if let Some(why) = not_roots(path) {
             return format!(
                 "the harness's interpreter cannot be trusted to run as root: {why} \

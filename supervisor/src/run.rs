@@ -1,6 +1,7 @@
 //! One run of the code under test in a sandbox made for it alone.
 //!
-//! The supervisor enters new mount, IPC and PID namespaces, and forks the run's init (PID 1
+//! The supervisor enters new mount, IPC and PID namespaces (and network, where the task has
+//! none: a loopback of the run's own), and forks the run's init (PID 1
 //! of the new PID namespace), which remakes every mount of the container (see `mounts`),
 //! enters the new tree and starts the command. When the command ends the init kills every
 //! other process of the namespace (nothing outlives the run), copies out the files asked
@@ -70,7 +71,13 @@ fn report(opts: &Options, value: Value) {
             let _ = sys::write_all(fd, format!("{value}\n").as_bytes());
         }
         None if !opts.as_root => println!("{value}"),
-        None => {}
+        // The harness's program never started: its result line says why, as the harness's
+        // failure (the nonce is the caller's, which the code under test cannot read).
+        None => {
+            if let (Some(e), Ok(nonce)) = (value.get("error"), std::env::var("HARNESS_NONCE")) {
+                println!("\nHARNESS_RESULT:{nonce} {}", json!({ "harness_error": e }));
+            }
+        }
     }
 }
 
@@ -80,7 +87,15 @@ fn outer(opts: &Options) -> Result<i32> {
         .map_err(|e| format!("read /proc/self/mountinfo: {e}"))?;
     let mounts = mounts::parse(&info);
     sys::mkdir_p(&opts.staging, 0o700)?;
-    sys::unshare(NAMESPACES)?;
+    // Without a network (the container has loopback alone) the run gets a loopback of its
+    // own too: sockets in TIME_WAIT, which outlive their process, are listed in
+    // /proc/net/tcp, and would carry bits to the next run. With one, it keeps the
+    // container's (what a run stores elsewhere on the network is beyond any sandbox).
+    let own_net = loopback_only();
+    sys::unshare(NAMESPACES | if own_net { libc::CLONE_NEWNET } else { 0 })?;
+    if own_net {
+        sys::loopback_up()?;
+    }
     sys::mount("none", "/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     let init = sys::fork()?;
     if init == 0 {
@@ -120,6 +135,14 @@ fn outer(opts: &Options) -> Result<i32> {
         c if c < 0 => 128 - c as i32,
         c => c as i32,
     })
+}
+
+/// Whether the container's network is loopback alone.
+fn loopback_only() -> bool {
+    match std::fs::read_dir("/sys/class/net") {
+        Ok(dir) => dir.filter_map(|e| e.ok()).all(|e| e.file_name() == "lo"),
+        Err(_) => false,
+    }
 }
 
 /// PID 1 of the run: the fresh tree, then the command.
@@ -233,8 +256,19 @@ fn become_user(opts: &Options) -> Result<()> {
     sys::dup2(null.as_raw_fd(), 0)
 }
 
-/// Starts `true` as the user and waits for it.
+/// A `true` only root can have written (the image's PATH may lead to one the user wrote,
+/// which would run before the clock).
+fn trusted_true() -> Option<&'static str> {
+    ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| crate::python::not_roots(p).is_none())
+}
+
+/// Starts root's `true` as the user and waits for it (none: no warm-up).
 fn warm_up(opts: &Options) -> Result<()> {
+    let Some(program) = trusted_true() else {
+        return Ok(());
+    };
     let pid = sys::fork()?;
     if pid == 0 {
         if become_user(opts).is_ok() {
@@ -244,8 +278,9 @@ fn warm_up(opts: &Options) -> Result<()> {
                 let _ = sys::dup2(n.as_raw_fd(), 1);
                 let _ = sys::dup2(n.as_raw_fd(), 2);
             }
-            sys::cloexec_all_but(&[]);
-            sys::exec_path(&["true".to_string()]);
+            if sys::cloexec_all_but(&[]) {
+                sys::exec_path(&[program.to_string()]);
+            }
         }
         sys::exit(127);
     }
@@ -280,7 +315,9 @@ fn as_user(
             sys::exit(126);
         }
         sys::close(go_r);
-        sys::cloexec_all_but(&opts.keep_fds);
+        if !sys::cloexec_all_but(&opts.keep_fds) {
+            sys::exit(126); // the harness's descriptors could reach the bench
+        }
         for fd in &opts.keep_fds {
             sys::inherit(*fd);
         }
@@ -291,6 +328,13 @@ fn as_user(
     sys::close(ready_w);
     let launcher_ready = sys::read_byte(ready_r).is_some();
     sys::close(ready_r);
+    if !launcher_ready {
+        let (status, _) = reap_until(child)?;
+        return Err(format!(
+            "the launcher could not become the sandbox user (exit {})",
+            sys::exit_code(status)
+        ));
+    }
     let setup_ns = sys::monotonic_ns().saturating_sub(setup_start);
     if let Some(fd) = opts.ready_fd {
         let _ = sys::write_all(fd, if launcher_ready { b"r" } else { b"x" });
@@ -375,11 +419,15 @@ fn copy_out(opts: &Options) -> Value {
     let mut out = serde_json::Map::new();
     for (path, fd) in &opts.copy_out {
         let full = in_tree(opts, path);
+        // Not a symlink, and never a FIFO the run left to block this read.
         let entry = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&full)
             .and_then(|f| {
+                if !f.metadata()?.is_file() {
+                    return Err(std::io::Error::other("not a regular file"));
+                }
                 // SAFETY: the descriptor was handed over for this; File takes ownership.
                 let mut dest =
                     unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(*fd) };

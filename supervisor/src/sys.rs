@@ -150,11 +150,36 @@ pub fn dup2(from: i32, to: i32) -> Result<()> {
     .map(|_| ())
 }
 
-/// Marks every descriptor from 3 up close-on-exec, but those in `keep`.
-pub fn cloexec_all_but(keep: &[i32]) {
-    let dir = match std::fs::read_dir("/proc/self/fd") {
-        Ok(d) => d,
-        Err(_) => return,
+/// Marks every descriptor from 3 up close-on-exec, but those in `keep` (by close_range, or
+/// by /proc/self/fd where the kernel lacks it). False when neither worked: the caller must
+/// not exec, or the harness's own descriptors would reach the command.
+pub fn cloexec_all_but(keep: &[i32]) -> bool {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    let mut keep: Vec<i32> = keep.iter().copied().filter(|fd| *fd > 2).collect();
+    keep.sort_unstable();
+    let mut from = 3u32;
+    let mut ok = true;
+    for k in keep.iter().copied().chain(std::iter::once(i32::MAX)) {
+        let to = (k as u32).saturating_sub(1);
+        if to >= from {
+            // SAFETY: close_range(2) with CLOSE_RANGE_CLOEXEC only sets a flag.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    from,
+                    to.min(u32::MAX - 1),
+                    CLOSE_RANGE_CLOEXEC,
+                )
+            };
+            ok &= rc == 0;
+        }
+        from = (k as u32).saturating_add(1);
+    }
+    if ok {
+        return true;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return false;
     };
     let fds: Vec<i32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -167,6 +192,7 @@ pub fn cloexec_all_but(keep: &[i32]) {
             }
         }
     }
+    true
 }
 
 /// Clears close-on-exec on `fd` (a descriptor handed on to the command).
@@ -220,4 +246,31 @@ pub fn exec_path(argv: &[String]) -> String {
 pub fn exit(code: i32) -> ! {
     // SAFETY: ends the process without running anything else of it (the child of a fork).
     unsafe { libc::_exit(code) }
+}
+
+/// Brings up `lo` of the current network namespace (a new one starts with it down).
+pub fn loopback_up() -> Result<()> {
+    // SAFETY: a socket for the ioctl, closed below; ifreq is plain old data.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    check(fd, || "socket for the loopback".to_string())?;
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    // SAFETY: fd is a socket; ifr a valid ifreq naming `lo`.
+    let got = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr) };
+    let set = if got == 0 {
+        // SAFETY: the flags member of the union, set by SIOCGIFFLAGS.
+        unsafe {
+            ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr)
+        }
+    } else {
+        got
+    };
+    let result = check(set, || {
+        "bring up the run's loopback (the container needs CAP_NET_ADMIN)".to_string()
+    });
+    close(fd);
+    result.map(|_| ())
 }

@@ -173,7 +173,7 @@ async fn drive(
         String::new()
     } else {
         let diff = sandbox
-            .sh(
+            .sh_clean(
                 &diff_script(),
                 Duration::from_secs(120),
                 crate::core::patch::MAX_PATCH_BYTES + 1,
@@ -227,8 +227,7 @@ const AGENT_GIT: &str = "/opt/agent-base.git";
 /// file-system monitor or external diff.
 fn diff_script() -> String {
     format!(
-        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin && \
-         PY=$(sed -n 's/.*\"executable\": *\"\\([^\"]*\\)\".*/\\1/p' /opt/harness-build/interpreter.json) && \
+        "cd / && PY=$(sed -n 's/.*\"executable\": *\"\\([^\"]*\\)\".*/\\1/p' /opt/harness-build/interpreter.json) && \
          \"$PY\" -I -S -c 'import sys; sys.path.insert(0, \"/opt/harness-build\"); import guard; guard.kill_user({uid}, {gid})' && \
          export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/nonexistent && \
          G=\"git --git-dir={AGENT_GIT} --work-tree=/testbed -c core.fsmonitor=false -c core.hooksPath=/dev/null \

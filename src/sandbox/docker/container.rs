@@ -101,6 +101,23 @@ fn container_name(hint: &str) -> String {
     format!("harness-{clean}-{}-{n}-{nanos:08x}", std::process::id())
 }
 
+/// The environment of a root exec of a dynamic program (a shell, `cat`, `git`) once code under
+/// test has run: the image's variables that steer the loader or the shell are blanked (an
+/// image's `LD_LIBRARY_PATH` with an empty entry would load a library from the working
+/// folder, the tree), and PATH holds root's folders alone. The harness's Python programs do
+/// not need this: the static supervisor starts them in an environment of its own.
+pub const ROOT_CLEAN_ENV: &[&str] = &[
+    "LD_PRELOAD=",
+    "LD_LIBRARY_PATH=",
+    "LD_AUDIT=",
+    "GCONV_PATH=",
+    "LOCPATH=",
+    "ENV=",
+    "BASH_ENV=",
+    "HOME=/nonexistent",
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+];
+
 /// What root keeps in a task container; everything else is dropped.
 pub const ROOT_CAPABILITIES: &[&str] = &[
     "CHOWN",
@@ -111,6 +128,7 @@ pub const ROOT_CAPABILITIES: &[&str] = &[
     "KILL",
     "SYS_ADMIN",
     "SYS_CHROOT",
+    "NET_ADMIN",
 ];
 
 /// The create body: limits, labels, no network, an init as PID 1.
@@ -162,7 +180,8 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
             ]),
             // Root in the container keeps only what the harness's own steps need (locking
             // the tree, dropping to the sandbox user, killing its leftovers, and making each
-            // run's sandbox: new namespaces and mounts, SYS_ADMIN; entering them, SYS_CHROOT);
+            // run's sandbox: new namespaces and mounts, SYS_ADMIN; entering them, SYS_CHROOT;
+            // its own loopback up, NET_ADMIN);
             // the code under test runs as that user, with no capabilities at all and
             // no_new_privs, so it never holds any of these.
             cap_drop: Some(vec!["ALL".into()]),
@@ -567,16 +586,38 @@ impl Sandbox {
         .await
     }
 
+    /// A shell command line run by root after code under test has run in the container:
+    /// `/bin/sh -c` with an environment of root's own (see [`ROOT_CLEAN_ENV`]).
+    pub async fn sh_clean(
+        &self,
+        command: &str,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
+        let env: Vec<String> = ROOT_CLEAN_ENV.iter().map(|e| e.to_string()).collect();
+        self.exec_as(
+            &["/bin/sh".to_string(), "-c".to_string(), command.to_string()],
+            crate::sandbox::protect::ROOT,
+            &env,
+            timeout,
+            output_limit,
+        )
+        .await
+    }
+
     /// Processes of this container the kernel's OOM killer has killed so far (its memory
     /// cgroup's count), read by a fresh exec: None when it cannot be read.
     pub async fn oom_kill_count(&self) -> Option<u64> {
+        let env: Vec<String> = ROOT_CLEAN_ENV.iter().map(|e| e.to_string()).collect();
         let out = self
-            .exec(
+            .exec_as(
                 &[
-                    "cat".into(),
+                    "/bin/cat".into(),
                     "/sys/fs/cgroup/memory.events".into(),
                     "/sys/fs/cgroup/memory/memory.oom_control".into(),
                 ],
+                crate::sandbox::protect::ROOT,
+                &env,
                 Duration::from_secs(20),
                 64 * 1024,
             )
@@ -765,7 +806,7 @@ mod tests {
         assert_eq!(hc.init, Some(true));
         assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
         let caps = hc.cap_add.unwrap();
-        assert!(!caps.iter().any(|c| c == "NET_ADMIN" || c == "SYS_PTRACE"));
+        assert!(!caps.iter().any(|c| c == "SYS_PTRACE" || c == "SYS_MODULE"));
         assert!(caps.iter().any(|c| c == "SYS_ADMIN"), "{caps:?}");
         assert_eq!(body.user.as_deref(), Some("0:0"));
         let tmpfs = hc.tmpfs.unwrap();

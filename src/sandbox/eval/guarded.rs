@@ -78,7 +78,11 @@ pub fn split_result<'a>(output: &'a str, nonce: &str) -> (Option<&'a str>, Strin
 /// What the guard reports after a plain (install, test) run.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PlainResult {
+    #[serde(default)]
     pub exit_code: i64,
+    /// The harness's own failure (the test's sandbox could not be made): not the code's.
+    #[serde(default)]
+    pub harness_error: Option<String>,
     #[serde(default)]
     pub output_flood: bool,
     #[serde(default)]
@@ -275,6 +279,9 @@ pub async fn judge_plain(
     let Some(r) = &run.result else {
         return Some(no_result(sandbox, what, on_fail, run.exec.exit_code, &run.output).await);
     };
+    if let Some(e) = &r.harness_error {
+        return Some((Status::Error, format!("{what}: {e}")));
+    }
     if r.output_flood {
         return Some((
             on_fail,

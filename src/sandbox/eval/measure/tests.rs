@@ -452,3 +452,31 @@ fn a_runs_figure_is_the_best_of_its_repetitions() {
     );
     assert!(run::floor_figure(&task.benches[0], &missing).0.is_err());
 }
+
+#[test]
+fn the_simulators_limit_follows_the_benchs_own_time() {
+    let bench = crate::core::task::Bench {
+        name: "b".into(),
+        command: "python3 bench.py".into(),
+        warmups: 0,
+        runs: 1,
+        max_runs: 1,
+        timeout: Duration::from_secs(60),
+        metric: Metric::Wall,
+        better: crate::core::task::Better::Lower,
+        metric_unit_s: None,
+        output_check: crate::core::task::OutputCheck::Stdout { ignore: Vec::new() },
+    };
+    // A pyparsing release pair's base takes 2.9 s natively: its count once ran past 125 s.
+    let limit = run::simulator_limit(&bench, 1.0, 2.9);
+    assert!(limit.as_secs_f64() >= 2.9 * 43.0 * 2.0, "{limit:?}");
+    assert_eq!(
+        limit.as_secs_f64(),
+        60.0 + 2.9 * run::SIM_SLOWDOWN_BOUND + 5.0
+    );
+    // The configured timeout stays the floor (scaled) for a bench that takes no time.
+    assert_eq!(
+        run::simulator_limit(&bench, 0.5, 0.0),
+        Duration::from_secs(35)
+    );
+}

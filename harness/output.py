@@ -1,0 +1,128 @@
+"""What a bench printed, as the timer reports it: the tails of its output files, bounded so
+the result line always reaches the host whole; the output metric it printed, counted; the
+digest of its output (its figure masked, ignored lines left out) for the check against
+base's; the output file it wrote, as the supervisor copied it out of the run's layer."""
+import hashlib
+import json
+import os
+
+TAIL_BYTES = 64 * 1024
+# The most a tail may take in the result line, escaped: the host keeps 256 KiB of it.
+TAIL_JSON_BYTES = 32 * 1024
+
+
+def tail(fd):
+    """The last TAIL_BYTES of an output file, as text whose escaped form fits in
+    TAIL_JSON_BYTES of the result line (control bytes and the like escape to six times
+    their size: whatever the bench printed, the result line reaches the host whole)."""
+    size = os.fstat(fd).st_size
+    os.lseek(fd, max(0, size - TAIL_BYTES), os.SEEK_SET)
+    data = b""
+    while True:
+        block = os.read(fd, TAIL_BYTES)
+        if not block:
+            break
+        data += block
+    text = data.decode("utf-8", "replace")
+    while len(json.dumps(text)) > TAIL_JSON_BYTES:
+        text = text[len(text) // 2:]
+    return text, size
+
+
+def read_all(fd):
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            break
+        chunks.append(block)
+    return b"".join(chunks).decode("utf-8", "surrogateescape")
+
+
+MASK = "<metric>"
+
+
+def find_metric(texts, pattern, json_key):
+    """(value, times printed, the first text with each figure masked) of an output metric,
+    over stdout and stderr together. A figure is the first group of every match of the
+    pattern, or the key of every JSON-object line that has it."""
+    values = []
+    masked = []
+    for text in texts:
+        if pattern is not None:
+            out, at = [], 0
+            for m in pattern.finditer(text):
+                if m.lastindex is None or m.start(1) < 0:
+                    continue
+                values.append(m.group(1))
+                out.append(text[at:m.start(1)] + MASK)
+                at = m.end(1)
+            out.append(text[at:])
+            masked.append("".join(out))
+        elif json_key is not None:
+            lines = []
+            for line in text.split("\n"):
+                if json_key in line:
+                    try:
+                        obj = json.loads(line)
+                    except (ValueError, RecursionError, MemoryError):
+                        obj = None
+                    if isinstance(obj, dict) and json_key in obj:
+                        values.append(obj[json_key])
+                        obj[json_key] = MASK
+                        line = json.dumps(obj, sort_keys=True)
+                lines.append(line)
+            masked.append("\n".join(lines))
+        else:
+            masked.append(text)
+    value = None
+    if len(values) == 1:
+        try:
+            value = float(str(values[0]).strip())
+        except ValueError:
+            value = None
+    return value, len(values), masked[0] if masked else ""
+
+
+def output_digest(text, ignore):
+    """sha256 of the output's lines, those matching an ignore pattern left out."""
+    h = hashlib.sha256()
+    kept = 0
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        if any(p.search(line) for p in ignore):
+            continue
+        h.update(line.encode("utf-8", "surrogateescape") + b"\n")
+        kept += 1
+    return "sha256:" + h.hexdigest(), kept
+
+
+def fresh_file(path):
+    """A new, empty file: never the inode of an earlier run's output, which a process that
+    outlived that run might still hold open."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+
+
+def copied_digest(fd, copied):
+    """sha256 of the output file the bench wrote in its sandbox, as the supervisor copied it
+    out (or why there is none, as file_digest says it)."""
+    try:
+        if "error" in copied or not copied:
+            return "unreadable:%s" % copied.get("error", "not copied")
+        os.lseek(fd, 0, os.SEEK_SET)
+        h = hashlib.sha256()
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                break
+            h.update(block)
+        return "sha256:" + h.hexdigest() + (":truncated" if copied.get("truncated") else "")
+    finally:
+        os.close(fd)
