@@ -19,20 +19,23 @@ import shutil
 import stat
 
 SKIP = {".git"}
+MAX_DEPTH = 256  # guard.MAX_DEPTH (caches runs without guard)
 CACHE_DIR = "__pycache__"
 
 
 def walk_dirs(root):
     """Every folder under root (root included), symlinks not followed, .git skipped."""
-    stack = [root]
+    stack = [(root, 0)]
     while stack:
-        here = stack.pop()
+        here, depth = stack.pop()
         yield here
+        if depth >= MAX_DEPTH:
+            continue  # the guard refuses such a tree (guard.MAX_DEPTH)
         try:
             with os.scandir(here) as it:
                 for e in it:
                     if e.name not in SKIP and e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
+                        stack.append((e.path, depth + 1))
         except OSError:
             continue
 

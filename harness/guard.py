@@ -64,17 +64,25 @@ def is_protected(rel, cfg):
     return any(r.match(rel) for r in cfg["_protected"])
 
 
-# Folders a walk could not read (a path past the system's limit, say): a tree the guard
-# cannot check is refused, never taken as checked.
+# Folders a walk could not read (a path past the system's limit, say) or did not enter (too
+# deep): a tree the guard cannot check is refused, never taken as checked.
 UNWALKABLE = []
+# No source tree nests folders this deep (node_modules reaches a few dozen). A walk by path
+# costs the square of the depth: below this cap every walk of the tree stays cheap, so a
+# patch cannot spend the install's or the run's time limit on the harness's own checks.
+MAX_DEPTH = 256
 
 
 def iwalk(top):
     """os.walk(top) (top-down, `dirs` prunable, symlinks to folders listed in `dirs` and not
-    followed) without recursion: any depth. Folders it cannot read go to UNWALKABLE."""
-    stack = [top]
+    followed) without recursion. Folders it cannot read, and folders more than MAX_DEPTH
+    below top (not entered), go to UNWALKABLE."""
+    stack = [(top, 0)]
     while stack:
-        here = stack.pop()
+        here, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            UNWALKABLE.append("%s (more than %d folders deep)" % (here[:200], MAX_DEPTH))
+            continue
         dirs, files = [], []
         try:
             with os.scandir(here) as it:
@@ -93,7 +101,7 @@ def iwalk(top):
         for d in reversed(dirs):
             full = os.path.join(here, d)
             if not os.path.islink(full):
-                stack.append(full)
+                stack.append((full, depth + 1))
 
 
 def walk(root, skip=SKIP_DIRS):
