@@ -27,6 +27,11 @@ pub struct Cli {
     /// Every phase of every variant.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Let task files name paths outside their own folder (`source.path`, `source.git`,
+    /// `human.patch`, `[image] files`): only for a dataset you trust, since a task could
+    /// otherwise read any file of this machine into its image.
+    #[arg(long, global = true, env = "HARNESS_ALLOW_OUTSIDE_TASK_PATHS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_outside_task_paths: bool,
 }
 
 /// Parses the command line like clap's `Parser::parse`, except that a usage error exits 1
@@ -528,6 +533,7 @@ pub struct ReportArgs {
 /// `error`), 2 a `--fail-under` threshold missed, 130 interrupted by SIGINT, 143 by SIGTERM
 /// (the first that applies in the order 130/143, 1, 2).
 pub async fn main_with(cli: Cli) -> i32 {
+    crate::core::task::allow_outside_paths(cli.allow_outside_task_paths);
     let verbosity = if cli.quiet {
         Verbosity::Quiet
     } else if cli.verbose {

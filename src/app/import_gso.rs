@@ -203,16 +203,6 @@ fn row(at: &str, v: &Value) -> Result<GsoRow> {
     })
 }
 
-/// A TOML string.
-fn q(s: &str) -> String {
-    Value::from(s).to_string()
-}
-
-fn toml_list(items: &[String]) -> String {
-    let inner: Vec<String> = items.iter().map(|s| format!("  {},", q(s))).collect();
-    format!("[\n{}\n]", inner.join("\n"))
-}
-
 /// GSO's shell lines for POSIX sh: `source X` is `. X`.
 fn posix(line: &str) -> String {
     match line.trim_start().strip_prefix("source ") {
@@ -229,12 +219,25 @@ fn test_run(i: usize, output: &str, flag: &str) -> String {
     format!("python /gso_test_{i}.py {output} {flag} --file_prefix {REFERENCE_DIR}/gso_{i}")
 }
 
-/// The task.toml of one row.
-pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> String {
+/// The task.toml of one row. Built as a TOML document and written by the toml crate's
+/// serializer: a row's text (a `repo` holding a newline, say) can only ever be the value it
+/// is, never a key of the task.
+pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
+    use toml::{Table, Value as T};
+    let strings = |items: &[String]| T::Array(items.iter().map(|s| T::from(s.as_str())).collect());
+    let table = |pairs: Vec<(&str, T)>| {
+        T::Table(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<Table>(),
+        )
+    };
     let n = r.tests.len();
     let reference: Vec<String> = (0..n)
         .map(|i| test_run(i, "/dev/null", "--reference"))
         .collect();
+    // Base writes each test's reference result once, on the image's own tree.
     let setup = format!(
         "mkdir -p {REFERENCE_DIR} && {PRELUDE} && {} && chmod -R a-w,a+rX {REFERENCE_DIR}",
         reference.join(" && ")
@@ -242,74 +245,118 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> String {
     let checks: Vec<String> = (0..n)
         .map(|i| test_run(i, "/dev/null", "--eqcheck"))
         .collect();
+    // install_commands, with GSO's `git clean -xfd` left out as GSO does.
     let install: Vec<String> = r
         .install_commands
         .iter()
         .filter(|c| c.trim() != "git clean -xfd")
         .map(|c| posix(c))
         .collect();
-    let mut t = String::new();
     let summary = r.gt_commit_message.lines().next().unwrap_or("").trim();
-    t.push_str(&format!(
-        "# Imported from GSO by `harness tasks import-gso`: {} ({}).\n",
-        r.instance_id, r.repo
-    ));
-    t.push_str(&format!("instance_id = {}\n", q(&r.instance_id)));
-    t.push_str(&format!(
-        "description = {}\n\n",
-        q(&format!("GSO {} {}: {summary}", r.repo, r.api))
-    ));
-    t.push_str(&format!(
-        "[source]  # GSO's prebuilt instance image, used as it is\nimage = {}\n\n",
-        q(&r.image(&o.image_prefix))
-    ));
-    t.push_str("[human]  # gt_diff\npatch = \"human.patch\"\n\n");
-    t.push_str(
-        "[image]\n# Base writes each test's reference result once, on the image's own tree.\n",
-    );
-    t.push_str(&format!(
-        "setup = [{}]\nsetup_timeout = {}\n",
-        q(&setup),
-        600 * n
-    ));
-    t.push_str("[image.files]  # GSO's tests, root-owned and read-only\n");
-    for i in 0..n {
-        t.push_str(&format!(
-            "\"/gso_test_{i}.py\" = \"gso_tests/test_{i}.py\"\n"
-        ));
-    }
-    t.push_str(&format!(
-        "\n[install]  # install_commands (GSO's `git clean -xfd` left out, as GSO does)\ncommands = {}\ntimeout = 3600\n\n",
-        toml_list(&install)
-    ));
-    t.push_str(&format!(
-        "[test]  # every test once, its result checked against base's (--eqcheck)\ncommand = {}\ntimeout = {}\n\n",
-        q(&format!("{PRELUDE} && {}", checks.join(" && "))),
-        300 * n
-    ));
-    for i in 0..n {
-        t.push_str(&format!(
-            "[[bench]]\nname = \"gso_test_{i}\"\ncommand = {}\nruns = {GSO_RUNS}\ntimeout = 300\nmetric = \"output\"\npattern = {}\nmetric_unit = \"s\"\ncheck_output = false\nno_check_reason = \"GSO's test checks its own result against base's reference (--eqcheck); a mismatch fails the run\"\n\n",
-            // The timing line goes to a file of its own, then to stdout: the bench's stdout
-            // is a descriptor the timer hands it, not a file it may open again.
-            q(&format!(
-                "{PRELUDE} && t=$(mktemp) && {} && cat \"$t\" && rm -f \"$t\"",
-                test_run(i, "\"$t\"", "--eqcheck")
-            )),
-            q(TIME_PATTERN)
-        ));
-    }
-    t.push_str(&format!(
-        "[resources]\ncpus = {}\nmemory = {}\nnetwork = {}  # GSO's tests download their data\n\n",
-        o.cpus,
-        q(&o.memory),
-        o.network
-    ));
-    t.push_str("[env]  # from the harness's environment at run time; redacted from logs\npass = [\"HF_TOKEN\", \"HF_READ_TOKEN\"]\n");
-    t
+    // GSO's tests, root-owned and read-only.
+    let files: Table = (0..n)
+        .map(|i| {
+            (
+                format!("/gso_test_{i}.py"),
+                T::from(format!("gso_tests/test_{i}.py")),
+            )
+        })
+        .collect();
+    let benches: Vec<T> = (0..n)
+        .map(|i| {
+            table(vec![
+                ("name", T::from(format!("gso_test_{i}"))),
+                // The timing line goes to a file of its own, then to stdout: the bench's
+                // stdout is a descriptor the timer hands it, not a file it may open again.
+                (
+                    "command",
+                    T::from(format!(
+                        "{PRELUDE} && t=$(mktemp) && {} && cat \"$t\" && rm -f \"$t\"",
+                        test_run(i, "\"$t\"", "--eqcheck")
+                    )),
+                ),
+                ("runs", T::Integer(GSO_RUNS.into())),
+                ("timeout", T::Integer(300)),
+                ("metric", T::from("output")),
+                ("pattern", T::from(TIME_PATTERN)),
+                ("metric_unit", T::from("s")),
+                ("check_output", T::Boolean(false)),
+                (
+                    "no_check_reason",
+                    T::from(
+                        "GSO's test checks its own result against base's reference (--eqcheck); a mismatch fails the run",
+                    ),
+                ),
+            ])
+        })
+        .collect();
+    let doc = table(vec![
+        ("instance_id", T::from(r.instance_id.as_str())),
+        (
+            "description",
+            T::from(format!("GSO {} {}: {summary}", r.repo, r.api)),
+        ),
+        // GSO's prebuilt instance image, used as it is.
+        (
+            "source",
+            table(vec![("image", T::from(r.image(&o.image_prefix)))]),
+        ),
+        ("human", table(vec![("patch", T::from("human.patch"))])),
+        (
+            "image",
+            table(vec![
+                ("setup", strings(&[setup])),
+                ("setup_timeout", T::Integer(600 * n as i64)),
+                ("files", T::Table(files)),
+            ]),
+        ),
+        (
+            "install",
+            table(vec![
+                ("commands", strings(&install)),
+                ("timeout", T::Integer(3600)),
+            ]),
+        ),
+        // Every test once, its result checked against base's (--eqcheck).
+        (
+            "test",
+            table(vec![
+                (
+                    "command",
+                    T::from(format!("{PRELUDE} && {}", checks.join(" && "))),
+                ),
+                ("timeout", T::Integer(300 * n as i64)),
+            ]),
+        ),
+        ("bench", T::Array(benches)),
+        (
+            "resources",
+            table(vec![
+                ("cpus", T::Float(o.cpus)),
+                ("memory", T::from(o.memory.as_str())),
+                // GSO's tests download their data.
+                ("network", T::Boolean(o.network)),
+            ]),
+        ),
+        // From the harness's environment at run time; redacted from logs.
+        (
+            "env",
+            table(vec![(
+                "pass",
+                strings(&["HF_TOKEN".into(), "HF_READ_TOKEN".into()]),
+            )]),
+        ),
+    ]);
+    let body = toml::to_string_pretty(&doc)
+        .with_context(|| format!("{}: cannot write its task.toml", r.instance_id))?;
+    Ok(format!(
+        "# Imported from GSO by `harness tasks import-gso` (GSO's base image, tests and gt_diff).\n{body}"
+    ))
 }
 
-/// Writes one task folder per row; returns the folders.
+/// Writes one task folder per row; returns the folders. Each folder is written whole in a
+/// temporary folder beside it and moved into place only once it loads as a task: a row
+/// that fails leaves nothing behind (and an earlier import of it stays as it was).
 pub fn import(o: &ImportOptions) -> Result<Vec<PathBuf>> {
     let rows = read_rows(&o.rows)?;
     std::fs::create_dir_all(&o.out)
@@ -317,27 +364,44 @@ pub fn import(o: &ImportOptions) -> Result<Vec<PathBuf>> {
     let mut made = Vec::new();
     for r in &rows {
         let dir = o.out.join(&r.instance_id);
-        let tests = dir.join("gso_tests");
-        std::fs::create_dir_all(&tests)
-            .with_context(|| format!("{}: cannot create", tests.display()))?;
-        for (i, test) in r.tests.iter().enumerate() {
-            crate::core::results::write_atomic(
-                &tests.join(format!("test_{i}.py")),
-                test.as_bytes(),
-            )?;
-        }
-        let mut patch = r.gt_diff.clone();
-        if !patch.ends_with('\n') {
-            patch.push('\n');
-        }
-        crate::core::results::write_atomic(&dir.join("human.patch"), patch.as_bytes())?;
-        crate::core::results::write_atomic(&dir.join("task.toml"), task_toml(r, o).as_bytes())?;
+        let staging = tempfile::Builder::new()
+            .prefix(".import-")
+            .tempdir_in(&o.out)
+            .with_context(|| format!("{}: cannot make a temporary folder", o.out.display()))?;
+        let work = staging.path().join(&r.instance_id);
+        write_task_folder(r, o, &work)?;
         // What was written must load as a task.
-        crate::core::task::Task::load(&dir)
+        crate::core::task::Task::load(&work)
             .with_context(|| format!("{}: the imported task does not load", dir.display()))?;
+        replace_folder(&work, &dir, staging.path())?;
         made.push(dir);
     }
     Ok(made)
+}
+
+fn write_task_folder(r: &GsoRow, o: &ImportOptions, dir: &Path) -> Result<()> {
+    let tests = dir.join("gso_tests");
+    std::fs::create_dir_all(&tests)
+        .with_context(|| format!("{}: cannot create", tests.display()))?;
+    for (i, test) in r.tests.iter().enumerate() {
+        crate::core::results::write_atomic(&tests.join(format!("test_{i}.py")), test.as_bytes())?;
+    }
+    let mut patch = r.gt_diff.clone();
+    if !patch.ends_with('\n') {
+        patch.push('\n');
+    }
+    crate::core::results::write_atomic(&dir.join("human.patch"), patch.as_bytes())?;
+    crate::core::results::write_atomic(&dir.join("task.toml"), task_toml(r, o)?.as_bytes())
+}
+
+/// Moves `new` to `dest`; an earlier `dest` goes into `trash` (removed with it).
+fn replace_folder(new: &Path, dest: &Path, trash: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(dest).is_ok() {
+        std::fs::rename(dest, trash.join("previous"))
+            .with_context(|| format!("{}: cannot replace", dest.display()))?;
+    }
+    std::fs::rename(new, dest)
+        .with_context(|| format!("{}: cannot move into place", dest.display()))
 }
 
 pub fn command(o: ImportOptions) -> Result<i32> {
@@ -433,5 +497,37 @@ mod tests {
             e.contains("rows.jsonl:2: instance_id \"Owner__Repo-abc123\" again"),
             "{e}"
         );
+    }
+
+    /// A row's text is only ever a value: a newline in `repo` (or anywhere) cannot add keys
+    /// to the task, and a row that fails leaves no folder. (On 7b25252 a newline in `repo`
+    /// put `[measure]` settings and protected paths into the imported task.toml as keys.)
+    #[test]
+    fn row_text_cannot_add_task_keys_and_a_failed_row_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = opts(dir.path());
+        let row = serde_json::json!({
+            "instance_id": "Owner__Repo-inj", "repo": "owner/repo).\n[measure]\nmax_seconds = 1\nreplicas = 9\n#",
+            "api": "f\nprotected = []", "tests": ["print(1)"], "install_commands": [],
+            "gt_commit_message": "x\n[env]", "gt_diff": "diff --git a/x b/x\n",
+            "arch": "x86_64", "instance_image_tag": "latest"
+        });
+        std::fs::write(&o.rows, format!("{row}\n")).unwrap();
+        let made = import(&o).unwrap();
+        let task = crate::core::task::Task::load(&made[0]).unwrap();
+        assert_eq!(task.replicas, None, "no key came from the row");
+        assert_eq!(task.measure_max_seconds, 900.0);
+        assert!(task.description.contains("[measure]"));
+
+        let mut failing = row.clone();
+        failing["instance_id"] = serde_json::json!("Owner__Repo-none");
+        failing["tests"] = serde_json::json!([]);
+        std::fs::write(&o.rows, format!("{failing}\n")).unwrap();
+        assert!(import(&o).is_err());
+        let left: Vec<_> = std::fs::read_dir(&o.out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["Owner__Repo-inj"], "nothing half-written");
     }
 }

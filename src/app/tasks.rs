@@ -77,6 +77,7 @@ pub fn task_commits(task: &Task, material: &Material) -> Result<TaskCommits> {
 
 /// Base and human as fresh, fixed-identity commits of the material.
 pub fn reproducible(material: &Material) -> Result<TaskCommits> {
+    crate::sandbox::source::check_entries(&material.entries)?;
     let dir = tempfile::Builder::new()
         .prefix("harness-commits.")
         .tempdir()
@@ -90,10 +91,16 @@ pub fn reproducible(material: &Material) -> Result<TaskCommits> {
         }
         match &e.kind {
             EntryKind::File { mode, data } => {
-                std::fs::write(&path, data).with_context(|| format!("cannot write {}", e.path))?;
-                use std::os::unix::fs::PermissionsExt;
+                use std::io::Write;
+                use std::os::unix::fs::OpenOptionsExt;
                 let exec = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(exec))
+                // create_new: never through a link or over a file already written.
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(exec)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(data))
                     .with_context(|| format!("cannot write {}", e.path))?;
             }
             EntryKind::Symlink { target } => std::os::unix::fs::symlink(target, &path)
@@ -148,14 +155,10 @@ fn commit(repo: &Path, message: &str) -> Result<String> {
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["-c", "core.autocrlf=false", "-c", "core.fileMode=true"])
+    let out = crate::sandbox::host_git::command(Some(repo))
+        .args(["-c", "core.fileMode=true"])
         .args(args)
         .envs(IDENTITY)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .context("cannot run git on the host (is it installed?)")?;
     if !out.status.success() {

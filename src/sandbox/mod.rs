@@ -7,5 +7,6 @@ pub mod docker;
 pub mod eval;
 pub mod fingerprint;
 pub mod gpu;
+pub mod host_git;
 pub mod protect;
 pub mod source;

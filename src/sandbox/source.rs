@@ -2,11 +2,11 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
+use super::host_git;
 use crate::core::task::{HumanRef, Source, Task};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,12 +68,18 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
             (git_archive(&repo, base_commit)?, Some(repo))
         }
         Source::Url { url, base_commit } => {
-            let repo = clone_url(url, cache_dir)?;
+            let repo = host_git::clone(url, cache_dir)?;
             (git_archive(&repo, base_commit)?, Some(repo))
         }
         // The tree stays in the image; the image tag covers it through the base image's id.
         Source::Image { .. } => (Vec::new(), None),
     };
+    check_entries(&entries).with_context(|| {
+        format!(
+            "{}: the source tree cannot be written safely",
+            task.toml_path.display()
+        )
+    })?;
     let human_patch = match &task.human {
         HumanRef::Patch(p) => std::fs::read_to_string(p)
             .with_context(|| format!("{}: cannot read human patch", p.display()))?,
@@ -87,11 +93,23 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
                     bail!("human.commit needs a git source")
                 }
             };
-            git(
+            let diff = host_git::run(
                 repo,
-                &["diff", "--binary", "--no-color", "--no-ext-diff", base, c],
+                &[
+                    "diff",
+                    "--binary",
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--end-of-options",
+                    base,
+                    c,
+                ],
             )
-            .with_context(|| format!("{}: human.commit {c}", task.toml_path.display()))?
+            .with_context(|| format!("{}: human.commit {c}", task.toml_path.display()))?;
+            String::from_utf8(diff).with_context(|| {
+                format!("{}: human.commit {c}: not UTF-8", task.toml_path.display())
+            })?
         }
     };
     if human_patch.trim().is_empty() {
@@ -113,6 +131,36 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
         image_files,
         digest,
     })
+}
+
+/// Every path relative and plain (no `.`, `..` or empty part), each once, and none under a
+/// symlink of the tree: whoever writes the tree out (the reproducible commits, the image's
+/// build context) can never be led outside it by the tree itself.
+pub fn check_entries(entries: &[Entry]) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    let links: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .filter(|e| matches!(e.kind, EntryKind::Symlink { .. }))
+        .map(|e| e.path.as_str())
+        .collect();
+    for e in entries {
+        let p = e.path.as_str();
+        let plain = !p.is_empty()
+            && !p.contains('\0')
+            && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+        if !plain {
+            bail!("{p:?} is not a plain relative path");
+        }
+        if !seen.insert(p) {
+            bail!("{p:?} is in the tree twice");
+        }
+        for (i, _) in p.match_indices('/') {
+            if links.contains(&p[..i]) {
+                bail!("{p:?} lies under {:?}, a symlink of the tree", &p[..i]);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn digest_of(entries: &[Entry], human_patch: &str, image_files: &[(String, Vec<u8>)]) -> String {
@@ -191,78 +239,24 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<Entry>) -> Result<()> {
     Ok(())
 }
 
-fn git(repo: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .context("cannot run git on the host (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "git {} in {}: {}",
-            args.join(" "),
-            repo.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    String::from_utf8(out.stdout).context("git printed non-UTF-8 text")
-}
-
-/// A repository folder is used as it is; a bundle file is cloned into the cache once.
+/// A repository folder of the dataset is copied (objects and references only) into the
+/// cache; a bundle file is cloned there. Git never runs inside the dataset's own folder.
 fn local_git(path: &Path, cache_dir: &Path) -> Result<PathBuf> {
     if path.is_dir() {
-        return Ok(path.to_path_buf());
+        return host_git::import_folder(path, cache_dir);
     }
     let canonical = path
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", path.display()))?;
-    clone_url(&canonical.to_string_lossy(), cache_dir)
-}
-
-fn clone_url(url: &str, cache_dir: &Path) -> Result<PathBuf> {
-    let key = hex::encode(Sha256::digest(url.as_bytes()));
-    let dest = cache_dir.join("sources").join(&key[..16]);
-    if dest.join("HEAD").is_file() {
-        return Ok(dest);
-    }
-    std::fs::create_dir_all(cache_dir.join("sources"))
-        .with_context(|| format!("{}: cannot create", cache_dir.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".clone")
-        .tempdir_in(cache_dir.join("sources"))
-        .context("cannot make a temporary folder for a clone")?;
-    let out = Command::new("git")
-        .args(["clone", "--quiet", "--bare", url])
-        .arg(tmp.path().join("repo"))
-        .output()
-        .context("cannot run git on the host (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "git clone {url}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    std::fs::rename(tmp.path().join("repo"), &dest)
-        .with_context(|| format!("{}: cannot move clone into place", dest.display()))?;
-    Ok(dest)
+    host_git::clone(&canonical.to_string_lossy(), cache_dir)
 }
 
 fn git_archive(repo: &Path, commit: &str) -> Result<Vec<Entry>> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["archive", "--format=tar", commit])
-        .output()
-        .context("cannot run git on the host (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "git archive {commit} in {}: {}",
-            repo.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let mut archive = tar::Archive::new(&out.stdout[..]);
+    let out = host_git::run(
+        repo,
+        &["archive", "--format=tar", "--end-of-options", commit],
+    )?;
+    let mut archive = tar::Archive::new(&out[..]);
     let mut entries = Vec::new();
     for e in archive.entries().context("reading git archive")? {
         let mut e = e.context("reading git archive")?;
@@ -304,6 +298,15 @@ fn git_archive(repo: &Path, commit: &str) -> Result<Vec<Entry>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    /// A folder named like the task's id (the default id is the folder's name).
+    fn task_folder() -> (tempfile::TempDir, PathBuf) {
+        let keep = tempfile::tempdir().unwrap();
+        let dir = keep.path().join("t");
+        std::fs::create_dir(&dir).unwrap();
+        (keep, dir)
+    }
 
     fn sh(dir: &Path, cmd: &str) {
         let st = Command::new("sh")
@@ -317,8 +320,8 @@ mod tests {
 
     #[test]
     fn git_source_and_human_commit_match_folder_source() {
-        let work = tempfile::tempdir().unwrap();
-        let repo = work.path().join("repo");
+        let (_keep, work) = task_folder();
+        let repo = work.as_path().join("repo");
         std::fs::create_dir(&repo).unwrap();
         sh(
             &repo,
@@ -327,20 +330,20 @@ mod tests {
              printf 'b\\n' > m.py && git -c user.name=t -c user.email=t@t commit -qam opt && \
              git tag opt && git tag base HEAD~1",
         );
-        let task_dir = work.path().join("t");
-        std::fs::create_dir(&task_dir).unwrap();
-        let toml = "[source]\ngit='../repo'\nbase_commit='base'\n[human]\ncommit='opt'\n[test]\ncommand='true'\n[[bench]]\nname='b'\ncommand='true'\n";
+        // The task folder holds its repository (paths outside it are refused).
+        let task_dir = work.as_path().to_path_buf();
+        let toml = "[source]\ngit='repo'\nbase_commit='base'\n[human]\ncommit='opt'\n[test]\ncommand='true'\n[[bench]]\nname='b'\ncommand='true'\n";
         let task = Task::parse(&task_dir, &task_dir.join("task.toml"), toml).unwrap();
-        let m = materialize(&task, &work.path().join("cache")).unwrap();
+        let m = materialize(&task, &work.as_path().join("cache")).unwrap();
         let paths: Vec<_> = m.entries.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["d/f", "m.py"]);
         assert!(m.human_patch.contains("-a\n+b"), "{}", m.human_patch);
 
         // The same tree as a bundle gives the same material.
         sh(&repo, "git bundle create ../repo.bundle --all 2>/dev/null");
-        let toml_b = toml.replace("../repo'", "../repo.bundle'");
+        let toml_b = toml.replace("'repo'", "'repo.bundle'");
         let task_b = Task::parse(&task_dir, &task_dir.join("task.toml"), &toml_b).unwrap();
-        let mb = materialize(&task_b, &work.path().join("cache")).unwrap();
+        let mb = materialize(&task_b, &work.as_path().join("cache")).unwrap();
         assert_eq!(mb.digest, m.digest);
 
         // A commit that does not exist is named.
@@ -348,8 +351,114 @@ mod tests {
         let task_c = Task::parse(&task_dir, &task_dir.join("task.toml"), &bad).unwrap();
         let err = format!(
             "{:#}",
-            materialize(&task_c, &work.path().join("cache")).unwrap_err()
+            materialize(&task_c, &work.as_path().join("cache")).unwrap_err()
         );
         assert!(err.contains("nosuch"), "{err}");
+    }
+
+    const TOML_GIT: &str = "[source]\ngit='repo'\nbase_commit='base'\n[human]\ncommit='opt'\n[test]\ncommand='true'\n[[bench]]\nname='b'\ncommand='true'\n";
+
+    /// A dataset's repository whose configuration runs a command on every read (a smudge
+    /// filter for `git archive`, a textconv for `git diff`, an fsmonitor, hooks): the
+    /// harness reads it without running any of them. (On 7b25252 `harness tasks` ran the
+    /// smudge filter as whoever ran the harness.)
+    #[test]
+    fn a_datasets_git_configuration_never_runs() {
+        let (_keep, work) = task_folder();
+        let repo = work.as_path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let marker = work.as_path().join("RAN");
+        sh(
+            &repo,
+            "git init -q . && printf 'a\\n' > m.py && git add -A && \
+             git -c user.name=t -c user.email=t@t commit -qm base && git tag base && \
+             printf 'b\\n' > m.py && git -c user.name=t -c user.email=t@t commit -qam opt && \
+             git tag opt",
+        );
+        let m = marker.display();
+        let config = format!(
+            "[filter \"x\"]\n\tsmudge = \"touch {m}.smudge; cat\"\n\tclean = \"touch {m}.clean; cat\"\n\
+             [diff \"x\"]\n\ttextconv = \"touch {m}.textconv; cat\"\n\
+             [core]\n\tfsmonitor = \"touch {m}.fsmonitor; true\"\n\thooksPath = /nonexistent\n"
+        );
+        let mut text = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+        text.push_str(&config);
+        std::fs::write(repo.join(".git/config"), text).unwrap();
+        std::fs::write(repo.join(".git/info/attributes"), "* filter=x diff=x\n").unwrap();
+        let task =
+            Task::parse(work.as_path(), &work.as_path().join("task.toml"), TOML_GIT).unwrap();
+        let got = materialize(&task, &work.as_path().join("cache")).unwrap();
+        assert!(got.human_patch.contains("-a\n+b"), "{}", got.human_patch);
+        let ran: Vec<_> = std::fs::read_dir(work.as_path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("RAN"))
+            .collect();
+        assert!(
+            ran.is_empty(),
+            "the dataset's git configuration ran: {ran:?}"
+        );
+    }
+
+    /// A tree with a symlink and a path under it (a bundle whose tree was made by hand) is
+    /// refused before anything writes it out. (On 7b25252 the reproducible commits wrote
+    /// through the link, outside their temporary folder.)
+    #[test]
+    fn a_tree_with_a_path_under_a_symlink_is_refused() {
+        let (_keep, work) = task_folder();
+        let repo = work.as_path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let outside = work.as_path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        sh(
+            &repo,
+            &format!(
+                "git init -q . && blob=$(printf 'pwned\\n' | git hash-object -w --stdin) && \
+                 link=$(printf '%s' '{}' | git hash-object -w --stdin) && \
+                 sub=$(printf '100644 blob %s\\tx\\n' $blob | git mktree) && \
+                 top=$(printf '120000 blob %s\\ta\\n040000 tree %s\\ta\\n' $link $sub | git mktree --missing 2>/dev/null || \
+                       printf '040000 tree %s\\ta\\n120000 blob %s\\ta\\n' $sub $link | git mktree) && \
+                 c=$(git -c user.name=t -c user.email=t@t commit-tree -m base $top) && \
+                 git tag base $c && git tag opt $c",
+                outside.display()
+            ),
+        );
+        let task =
+            Task::parse(work.as_path(), &work.as_path().join("task.toml"), TOML_GIT).unwrap();
+        let e = format!(
+            "{:#}",
+            materialize(&task, &work.as_path().join("cache")).unwrap_err()
+        );
+        assert!(e.contains("symlink of the tree"), "{e}");
+        assert!(!outside.join("x").exists(), "written through the link");
+    }
+
+    #[test]
+    fn entries_are_plain_paths_once_and_never_under_a_link() {
+        let file = |p: &str| Entry {
+            path: p.into(),
+            kind: EntryKind::File {
+                mode: 0o644,
+                data: Vec::new(),
+            },
+        };
+        let link = |p: &str| Entry {
+            path: p.into(),
+            kind: EntryKind::Symlink {
+                target: "/tmp".into(),
+            },
+        };
+        assert!(check_entries(&[file("a/b"), link("c")]).is_ok());
+        for (bad, why) in [
+            (vec![link("a"), file("a/x")], "symlink of the tree"),
+            (vec![file("../x")], "plain relative"),
+            (vec![file("/etc/x")], "plain relative"),
+            (vec![file("a//x")], "plain relative"),
+            (vec![file("a"), file("a")], "twice"),
+        ] {
+            let e = check_entries(&bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
     }
 }

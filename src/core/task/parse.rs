@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 
 use super::raw::*;
+use super::untrusted::{check_revision, check_url, inside};
 use super::*;
 
 /// Makes the error of one field: `<file>: field `<field>`: <why>`.
@@ -119,7 +120,7 @@ fn source(dir: &Path, raw: RawSource, field_err: &FieldErr) -> Result<Source> {
     }
     Ok(match (raw.path, raw.git, raw.url, raw.base_commit) {
         (Some(p), None, None, None) => {
-            let path = dir.join(&p);
+            let path = inside(dir, &p).map_err(|m| field_err("source.path", m))?;
             if !path.is_dir() {
                 return Err(field_err(
                     "source.path",
@@ -129,7 +130,7 @@ fn source(dir: &Path, raw: RawSource, field_err: &FieldErr) -> Result<Source> {
             Source::Folder(path)
         }
         (None, Some(g), None, Some(commit)) => {
-            let repo = dir.join(&g);
+            let repo = inside(dir, &g).map_err(|m| field_err("source.git", m))?;
             if !repo.exists() {
                 return Err(field_err(
                     "source.git",
@@ -138,15 +139,16 @@ fn source(dir: &Path, raw: RawSource, field_err: &FieldErr) -> Result<Source> {
             }
             Source::Git {
                 repo,
-                base_commit: nonempty(&commit)
-                    .ok_or_else(|| field_err("source.base_commit", "is empty".into()))?,
+                base_commit: revision(&commit, "source.base_commit", field_err)?,
             }
         }
-        (None, None, Some(url), Some(commit)) => Source::Url {
-            url,
-            base_commit: nonempty(&commit)
-                .ok_or_else(|| field_err("source.base_commit", "is empty".into()))?,
-        },
+        (None, None, Some(url), Some(commit)) => {
+            check_url(&url).map_err(|m| field_err("source.url", m))?;
+            Source::Url {
+                url,
+                base_commit: revision(&commit, "source.base_commit", field_err)?,
+            }
+        }
         (None, Some(_), None, None) | (None, None, Some(_), None) => {
             return Err(field_err(
                 "source.base_commit",
@@ -169,10 +171,17 @@ fn source(dir: &Path, raw: RawSource, field_err: &FieldErr) -> Result<Source> {
     })
 }
 
+/// A non-empty revision that git can only read as a revision.
+fn revision(given: &str, field: &str, field_err: &FieldErr) -> Result<String> {
+    let rev = nonempty(given).ok_or_else(|| field_err(field, "is empty".into()))?;
+    check_revision(&rev).map_err(|m| field_err(field, m))?;
+    Ok(rev)
+}
+
 fn human(dir: &Path, raw: RawHuman, source: &Source, field_err: &FieldErr) -> Result<HumanRef> {
     Ok(match (raw.patch, raw.commit) {
         (Some(p), None) => {
-            let path = dir.join(&p);
+            let path = inside(dir, &p).map_err(|m| field_err("human.patch", m))?;
             if !path.is_file() {
                 return Err(field_err(
                     "human.patch",
@@ -188,9 +197,7 @@ fn human(dir: &Path, raw: RawHuman, source: &Source, field_err: &FieldErr) -> Re
                     "needs a git source (source.git or source.url); use human.patch with source.path or source.image".into(),
                 ));
             }
-            HumanRef::Commit(
-                nonempty(&c).ok_or_else(|| field_err("human.commit", "is empty".into()))?,
-            )
+            HumanRef::Commit(revision(&c, "human.commit", field_err)?)
         }
         _ => {
             return Err(field_err(
@@ -307,7 +314,7 @@ fn image_files(
                 format!("must not be under {}", reserved.join(", ")),
             ));
         }
-        let path = dir.join(&from);
+        let path = inside(dir, &from).map_err(|m| field_err(&field, m))?;
         if !path.is_file() {
             return Err(field_err(
                 &field,

@@ -207,3 +207,50 @@ fn output_metric_needs_a_group() {
     let err = parse(d.path(), &text).unwrap_err().to_string();
     assert!(err.contains("capture group"), "{err}");
 }
+
+/// A dataset's task may not read host files into its image, nor hand git an option. (On
+/// 7b25252 `"/opt/leak/environ" = "/proc/self/environ"` put the harness's environment, with
+/// every key it held, into the image.)
+#[test]
+fn task_paths_stay_in_the_folder_and_revisions_are_revisions() {
+    let d = task_dir();
+    let cases = [
+        (
+            GOOD.replace(
+                "[test]",
+                "[image.files]\n\"/opt/leak/environ\" = \"/proc/self/environ\"\n[test]",
+            ),
+            "image.files",
+        ),
+        (
+            GOOD.replace("patch = \"human.patch\"", "patch = \"../../etc/passwd\""),
+            "human.patch",
+        ),
+        (
+            GOOD.replace("path = \"repo\"", "path = \"/etc\""),
+            "source.path",
+        ),
+        (
+            GOOD.replace(
+                "path = \"repo\"",
+                "git = \"repo\"\nbase_commit = \"--output=/tmp/x\"",
+            ),
+            "source.base_commit",
+        ),
+        (
+            GOOD.replace(
+                "path = \"repo\"",
+                "url = \"--upload-pack=touch /tmp/x\"\nbase_commit = \"v1\"",
+            ),
+            "source.url",
+        ),
+    ];
+    for (text, field) in cases {
+        let e = format!("{:#}", parse(d.path(), &text).unwrap_err());
+        assert!(e.contains(&format!("field `{field}")), "{field}: {e}");
+    }
+    std::os::unix::fs::symlink("/etc/hostname", d.path().join("link")).unwrap();
+    let via_link = GOOD.replace("[test]", "[image.files]\n\"/x\" = \"link\"\n[test]");
+    let e = format!("{:#}", parse(d.path(), &via_link).unwrap_err());
+    assert!(e.contains("outside the task's folder"), "{e}");
+}

@@ -1,0 +1,122 @@
+//! What a dataset's author writes is untrusted: the files a task names stay inside its own
+//! folder, revisions are revisions (never options), URLs are plain network URLs.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once by the command line (`--allow-outside-task-paths`): task files may name paths
+/// outside their folder (a dataset the user wrote, sharing files between tasks).
+static OUTSIDE_ALLOWED: AtomicBool = AtomicBool::new(false);
+
+pub fn allow_outside_paths(allowed: bool) {
+    OUTSIDE_ALLOWED.store(allowed, Ordering::Relaxed);
+}
+
+/// `dir.join(given)`, refused when it resolves (links followed) outside `dir`: a task could
+/// otherwise read any file the harness can (`/proc/self/environ`, keys) into its image.
+pub fn inside(dir: &Path, given: &str) -> std::result::Result<PathBuf, String> {
+    let path = dir.join(given);
+    if OUTSIDE_ALLOWED.load(Ordering::Relaxed) {
+        return Ok(path);
+    }
+    let (Ok(real_dir), Ok(real)) = (dir.canonicalize(), path.canonicalize()) else {
+        // Missing: the caller says so with its own message.
+        return Ok(path);
+    };
+    if real.starts_with(&real_dir) {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{given:?} resolves to {}, outside the task's folder {} (refused: a dataset may \
+             not read files of the host; `--allow-outside-task-paths` allows it for a dataset \
+             you trust)",
+            real.display(),
+            real_dir.display()
+        ))
+    }
+}
+
+/// A revision a dataset names (a commit, tag or branch): no option, no whitespace or control
+/// character, no range.
+pub fn check_revision(rev: &str) -> std::result::Result<(), String> {
+    let ok = rev.len() <= 256
+        && !rev.starts_with('-')
+        && !rev.contains("..")
+        && rev
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/-^~@{}".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{rev:?} is not a revision (letters, digits and ._/-^~@{{}}, not starting with '-')"
+        ))
+    }
+}
+
+/// A URL git may clone for a dataset: https, http, git or ssh; never an option or a helper
+/// (`ext::`), no whitespace or control character.
+pub fn check_url(url: &str) -> std::result::Result<(), String> {
+    let scheme_ok = ["https://", "http://", "git://", "ssh://"]
+        .iter()
+        .any(|s| url.starts_with(s) && url.len() > s.len());
+    if scheme_ok && !url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{url:?}: only https://, http://, git:// and ssh:// URLs, without spaces or control characters"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_and_urls_cannot_be_options() {
+        for bad in ["--output=/tmp/x", "-x", "a b", "a..b", "a\nb", "x;y"] {
+            assert!(check_revision(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "v1.2",
+            "0123abcd",
+            "refs/tags/v1",
+            "HEAD~1",
+            "main^{commit}",
+        ] {
+            assert!(check_revision(good).is_ok(), "{good:?}");
+        }
+        for bad in [
+            "--upload-pack=touch /tmp/x",
+            "ext::sh -c touch% /tmp/x",
+            "file:///etc",
+            "/abs/repo",
+            "https://",
+            "https://h/x y",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_url("https://example.org/r.git").is_ok());
+    }
+
+    #[test]
+    fn paths_stay_in_the_task_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let task = root.path().join("t");
+        std::fs::create_dir_all(task.join("sub")).unwrap();
+        std::fs::write(task.join("sub/f"), "x").unwrap();
+        std::fs::write(root.path().join("secret"), "k").unwrap();
+        std::os::unix::fs::symlink("../../secret", task.join("sub/link")).unwrap();
+        assert!(inside(&task, "sub/f").is_ok());
+        for bad in [
+            "../secret",
+            "/proc/self/environ",
+            "sub/link",
+            "sub/../../secret",
+        ] {
+            let e = inside(&task, bad).unwrap_err();
+            assert!(e.contains("outside the task's folder"), "{bad}: {e}");
+        }
+    }
+}
