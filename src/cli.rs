@@ -544,7 +544,12 @@ pub async fn main_with(cli: Cli) -> i32 {
     match dispatch(cli.command, verbosity).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // An error can carry text from a container or a run folder: its lines are
+            // kept, its control characters shown, never obeyed.
+            eprintln!(
+                "error: {}",
+                crate::core::text::for_terminal_block(&format!("{e:#}"))
+            );
             1
         }
     }

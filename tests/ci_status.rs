@@ -402,6 +402,79 @@ fn markdown_job_summary_is_appended_with_the_thresholds() {
     assert!(text.contains(md.trim_end()), "{text}\n---\n{md}");
 }
 
+/// Text from inside a container (a failing test's last line, a warning naming a bench) as
+/// `harness status`, `harness report` and summary.md / `--markdown` show it: never obeyed
+/// by a terminal (no ESC, no CR, no line of its own), never rendered as markdown (no
+/// heading, no HTML, no extra table cell).
+#[test]
+fn text_from_the_code_under_test_is_shown_never_obeyed() {
+    const HOSTILE: &str = "\u{1b}[2J\rPASSED | x\n# heading";
+    let d = tempfile::tempdir().unwrap();
+    let rd = write_run(&d.path().join("ci-run"));
+    let mut s = sample("beta", 2, Status::Error, HOSTILE);
+    s.warnings = vec![format!("bench <img src=x onerror=alert(1)>\n# {HOSTILE}")];
+    save(&rd, &s);
+    let raw = |text: &str, what: &str| {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\r'),
+            "{what}: a control character got through: {text:?}"
+        );
+        for line in text.lines() {
+            let l = line.trim_start();
+            assert!(
+                !l.starts_with("# heading") && !l.starts_with("PASSED"),
+                "{what}: the text made a line of its own: {line:?}"
+            );
+        }
+    };
+
+    let out = run(harness().arg("status").arg(&rd.root));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    raw(&text, "harness status");
+    assert!(
+        text.contains("failed: beta/2 error: \\x1b[2J\\rPASSED | x\n"),
+        "the detail's first line is shown, escaped: {text}"
+    );
+
+    let step = d.path().join("step-summary.md");
+    let out = run(harness()
+        .arg("report")
+        .arg(&rd.root)
+        .arg("--markdown")
+        .arg(&step));
+    assert_eq!(out.status.code(), Some(0));
+    raw(&String::from_utf8_lossy(&out.stdout), "harness report");
+    raw(
+        &String::from_utf8_lossy(&out.stderr),
+        "harness report (stderr)",
+    );
+    for md in [
+        std::fs::read_to_string(rd.root.join("summary.md")).unwrap(),
+        std::fs::read_to_string(&step).unwrap(),
+    ] {
+        raw(&md, "summary.md");
+        assert!(!md.contains("<img"), "HTML got through: {md}");
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| beta | 2 |"))
+            .unwrap_or_else(|| panic!("no row of beta/2: {md}"));
+        // Nine cells: ten pipes that are not escaped.
+        assert_eq!(
+            row.replace("\\|", "").matches('|').count(),
+            10,
+            "the detail broke the table row: {row}"
+        );
+        assert!(row.contains("PASSED \\| x # heading"), "{row}");
+        assert!(
+            md.lines().any(
+                |l| l.starts_with("- beta: bench &lt;img src=x onerror=alert(1)&gt; # \\\\x1b")
+            ),
+            "the task warning is one escaped line: {md}"
+        );
+    }
+}
+
 // ---- JUnit: a small XML reader, enough to check well-formedness and the schema's shape ----
 
 #[derive(Debug, Default)]

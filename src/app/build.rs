@@ -78,7 +78,12 @@ async fn one(engine: &Engine, o: &BuildOptions, task: &Task) -> usize {
             0
         }
         Err(e) => {
-            eprintln!("error: {}: {e:#}", task.id);
+            // A failed build's error can quote the build's own output.
+            eprintln!(
+                "error: {}: {}",
+                task.id,
+                crate::core::text::for_terminal_block(&format!("{e:#}"))
+            );
             1
         }
     }

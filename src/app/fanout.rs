@@ -90,7 +90,7 @@ fn list(xs: &[usize]) -> String {
 pub fn render(f: &FanoutStatus) -> String {
     let mut out = format!(
         "fan-out of {} (K={}), {} parts: done {}; failed {}; running or stopped {}; missing {}\n",
-        f.model,
+        crate::core::text::for_terminal(&f.model),
         f.k,
         f.parts,
         list(&f.done),

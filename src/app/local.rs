@@ -157,7 +157,8 @@ pub fn three_way(found: &FoundTask, model: &str, summary: &Summary) -> String {
             if s.detail.is_empty() {
                 String::new()
             } else {
-                format!(": {}", s.detail)
+                // The container's text (a test's last line): shown, never obeyed.
+                format!(": {}", crate::core::text::for_terminal(&s.detail))
             }
         ));
         return out;
@@ -297,7 +298,10 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
         rollout_per_file: false,
     })?;
     let outcome = crate::app::opt_at_k::run(&plan).await?;
-    print!("{}", three_way(&found, &model, &outcome.summary));
+    print!(
+        "{}",
+        crate::core::text::for_terminal_block(&three_way(&found, &model, &outcome.summary))
+    );
     println!("results: {}", outcome.run_dir.root.display());
     Ok(crate::app::opt_at_k::exit_code(&outcome))
 }

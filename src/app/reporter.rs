@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::core::events::{Event, Verbosity};
 use crate::core::results::Status;
+use crate::core::text::for_terminal as show;
 
 /// Bars on a terminal; plain lines when stderr is not one, in CI, or when asked.
 pub fn spawn_reporter(
@@ -101,8 +102,10 @@ async fn plain_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Ev
             _ => None,
         };
         if let Some(line) = line {
+            // One event, one line: what a message carries from a container (a build's
+            // output, a bench's name, an error) is shown, never obeyed.
             // A closed stderr must not stop the run.
-            let _ = writeln!(std::io::stderr(), "[{t:7.1}s] {line}");
+            let _ = writeln!(std::io::stderr(), "[{t:7.1}s] {}", show(&line));
         }
     }
 }
@@ -126,13 +129,13 @@ async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Even
     while let Some(e) = rx.recv().await {
         match e {
             Event::Warn(m) => {
-                let _ = multi.println(format!("warning: {m}"));
+                let _ = multi.println(format!("warning: {}", show(&m)));
             }
             Event::Info(m) if verbosity != Verbosity::Quiet => {
-                let _ = multi.println(m);
+                let _ = multi.println(show(&m));
             }
             Event::Debug(m) if verbosity == Verbosity::Verbose => {
-                let _ = multi.println(m);
+                let _ = multi.println(show(&m));
             }
             Event::Planned {
                 samples: n,
@@ -149,14 +152,15 @@ async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Even
                 seconds,
             } => {
                 images.inc(1);
-                images.set_message(if cached {
+                images.set_message(show(&if cached {
                     format!("{instance}: cached")
                 } else {
                     format!("{instance}: built in {seconds:.0} s")
-                });
+                }));
                 if !cached && verbosity != Verbosity::Quiet {
-                    let _ =
-                        multi.println(format!("{instance}: built image {tag} in {seconds:.1} s"));
+                    let _ = multi.println(show(&format!(
+                        "{instance}: built image {tag} in {seconds:.1} s"
+                    )));
                 }
             }
             Event::Phase {
@@ -164,16 +168,19 @@ async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Even
                 variant,
                 phase: p,
             } => {
+                let line = show(&format!("{instance}/{variant}: {p}"));
                 if verbosity == Verbosity::Verbose {
-                    let _ = multi.println(format!("{instance}/{variant}: {p}"));
+                    let _ = multi.println(&line);
                 }
-                phase.set_message(format!("{instance}/{variant}: {p}"));
+                phase.set_message(line);
             }
             Event::Round {
                 instance,
                 round,
                 rounds,
-            } => phase.set_message(format!("{instance}: measuring, round {round}/{rounds}")),
+            } => phase.set_message(show(&format!(
+                "{instance}: measuring, round {round}/{rounds}"
+            ))),
             Event::SampleDone {
                 instance,
                 sample,
@@ -190,9 +197,9 @@ async fn bar_reporter(verbosity: Verbosity, mut rx: mpsc::UnboundedReceiver<Even
                     samples.inc(1);
                 }
                 if verbosity != Verbosity::Quiet {
-                    let _ = multi.println(sample_line(
+                    let _ = multi.println(show(&sample_line(
                         &instance, sample, status, opt_commit, speedup, cached,
-                    ));
+                    )));
                 }
             }
             _ => {}

@@ -270,12 +270,13 @@ fn table(rows: &[Vec<String>]) -> String {
 
 /// The text `harness status` prints for one run folder.
 pub fn render(s: &RunStatus) -> String {
+    use crate::core::text::for_terminal as show;
     let mut out = format!(
         "run {} (model {}, K={}): {}\n",
-        s.run_id,
-        s.model,
+        show(&s.run_id),
+        show(&s.model),
         s.k,
-        s.run_dir.display()
+        show(&s.run_dir.display().to_string())
     );
     let mut rows = vec![
         ["instance", "expected", "done", "failed", "skipped", "left"]
@@ -286,7 +287,7 @@ pub fn render(s: &RunStatus) -> String {
     for i in &s.instances {
         let c = &i.counts;
         rows.push(vec![
-            i.instance_id.clone(),
+            show(&i.instance_id),
             if c.expected == 0 {
                 "0 (not submitted)".into()
             } else {
@@ -303,10 +304,10 @@ pub fn render(s: &RunStatus) -> String {
         for smp in i.samples.iter().filter(|x| x.state == SampleState::Failed) {
             out.push_str(&format!(
                 "failed: {}/{} {}: {}\n",
-                i.instance_id,
+                show(&i.instance_id),
                 smp.sample,
-                smp.status.as_deref().unwrap_or("-"),
-                smp.detail
+                show(smp.status.as_deref().unwrap_or("-")),
+                show(&smp.detail)
             ));
         }
     }
@@ -336,7 +337,7 @@ pub fn render(s: &RunStatus) -> String {
         why.push(format!("{} ended error", t.error));
     }
     if let Some(sig) = &s.interrupted {
-        why.push(format!("the run was interrupted by {sig}"));
+        why.push(format!("the run was interrupted by {}", show(sig)));
     }
     if s.complete {
         out.push_str("complete: yes\n");
@@ -360,9 +361,14 @@ pub fn command(run_dirs: &[PathBuf], json: bool) -> Result<i32> {
         );
     } else {
         let text: Vec<String> = runs.iter().map(render).collect();
-        print!("{}", text.join("\n"));
+        // Each field went through `for_terminal` already; the whole text once more.
+        let text = crate::core::text::for_terminal_block(&text.join("\n"));
+        print!("{text}");
         for f in &fanouts {
-            print!("\n{}", super::fanout::render(f));
+            print!(
+                "\n{}",
+                crate::core::text::for_terminal_block(&super::fanout::render(f))
+            );
         }
     }
     Ok(0)

@@ -23,5 +23,6 @@ pub mod settings;
 pub mod stats;
 pub mod summary;
 pub mod task;
+pub mod text;
 pub mod timings;
 pub mod verdict;

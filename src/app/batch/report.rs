@@ -96,40 +96,42 @@ pub fn terminal_table(report: &BatchReport) -> String {
     let cells: Vec<&[String]> = rows.iter().map(Vec::as_slice).collect();
     let mut out = crate::app::report::columns(&header, &cells);
     out.push('\n');
-    out.push_str(&footer(report));
+    out.push_str(&crate::core::text::for_terminal(&footer(report)));
     out.push('\n');
     for n in &report.notes {
-        out.push_str(&format!("note: {n}\n"));
+        out.push_str(&format!("note: {}\n", crate::core::text::for_terminal(n)));
     }
     out
 }
 
-/// `summary.md` of the batch folder.
+/// `summary.md` of the batch folder; names, labels and notes (which can quote an error)
+/// go through `core::text::for_markdown`.
 pub fn summary_markdown(report: &BatchReport) -> String {
+    use crate::core::text::for_markdown as md;
     let (header, rows) = table(report);
     let mut out = format!(
         "# Batch {}{}\n\n",
-        report.name,
+        md(&report.name),
         if report.complete { "" } else { " (partial)" }
     );
-    out.push_str(&format!("{}\n\n", footer(report)));
+    out.push_str(&format!("{}\n\n", md(&footer(report))));
     out.push_str(&format!("| {} |\n", header.join(" | ")));
     out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
     for r in rows {
-        let cells: Vec<String> = r.iter().map(|c| c.replace('|', "\\|")).collect();
+        let cells: Vec<String> = r.iter().map(|c| md(c)).collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
     if !report.notes.is_empty() {
         out.push('\n');
         for n in &report.notes {
-            out.push_str(&format!("- {n}\n"));
+            out.push_str(&format!("- {}\n", md(n)));
         }
     }
     out.push_str(
         "\nEach entry's own reports (summary.md, report.json files) are in its folder:\n\n",
     );
     for e in &report.entries {
-        out.push_str(&format!("- {}: `{}/`\n", e.label, e.run_id));
+        out.push_str(&format!("- {}: {}/\n", md(&e.label), md(&e.run_id)));
     }
     out
 }

@@ -190,7 +190,11 @@ async fn run_entries(
                 interrupted = outcome.interrupted.or_else(opt_at_k::interrupted);
             }
             Err(e) => {
-                eprintln!("error: {}: {e:#}", entry.describe());
+                eprintln!(
+                    "error: {}: {}",
+                    entry.describe(),
+                    crate::core::text::for_terminal_block(&format!("{e:#}"))
+                );
                 result.state = EntryState::Failed;
                 result.error = Some(format!("{e:#}"));
                 result.exit_code = Some(1);

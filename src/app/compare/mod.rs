@@ -130,7 +130,10 @@ pub fn command(o: CompareOptions) -> Result<i32> {
     if o.json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {
-        print!("{}", text::render(&comparison));
+        print!(
+            "{}",
+            crate::core::text::for_terminal_block(&text::render(&comparison))
+        );
         if let Some(path) = &o.html {
             println!("wrote {}", path.display());
         }

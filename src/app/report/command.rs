@@ -114,7 +114,7 @@ pub fn command(o: ReportOptions) -> Result<i32> {
         }
         eprintln!(
             "warning: reporting samples from other machines: {}",
-            mixed.join(", ")
+            crate::core::text::for_terminal(&mixed.join(", "))
         );
     }
     let files = super::write_all(&run, &summary)?;

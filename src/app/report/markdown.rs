@@ -3,6 +3,7 @@
 use super::text::*;
 use super::{Exporter, Summary};
 use crate::core::results::names;
+use crate::core::text::for_markdown as md;
 
 /// `summary.md`.
 pub struct SummaryMarkdown;
@@ -13,47 +14,49 @@ impl Exporter for SummaryMarkdown {
     }
 }
 
-/// `summary.md`.
+/// `summary.md`. Every piece of text the harness did not write itself (a detail, a
+/// warning, an id, a model or machine name read from the run folder) goes through
+/// `core::text::for_markdown`: GitHub renders this file (and `--markdown`'s copy of it).
 pub fn summary_markdown(summary: &Summary) -> String {
     let t = &summary.totals;
     let info = &summary.info;
     let mut out = format!(
         "# {} — Opt@{} = {:.2}%{}\n\n",
-        info.model,
+        md(&info.model),
         info.k,
         t.score,
         if t.complete { "" } else { " (partial)" }
     );
     out.push_str(&format!("{}\n\n", super::text::opt_p_line(summary)));
     if let Some(line) = super::text::hack_line(summary) {
-        out.push_str(&format!("{line}\n\n"));
+        out.push_str(&format!("{}\n\n", md(&line)));
     }
     if let Some(line) = skipped_line(summary) {
-        out.push_str(&format!("{line}\n\n"));
+        out.push_str(&format!("{}\n\n", md(&line)));
     }
     if let Some(line) = partial_line(summary) {
-        out.push_str(&format!("**{line}**\n\n"));
+        out.push_str(&format!("**{}**\n\n", md(&line)));
     }
-    out.push_str(&format!("{}\n\n", header_line(summary)));
+    out.push_str(&format!("{}\n\n", md(&header_line(summary))));
     let fp = &info.fingerprint;
     let gpus = if fp.gpus.is_empty() {
         String::new()
     } else {
         format!(
             ", GPUs: {} (driver {})",
-            fp.gpus.join(", "),
-            fp.gpu_driver.as_deref().unwrap_or("unknown")
+            md(&fp.gpus.join(", ")),
+            md(fp.gpu_driver.as_deref().unwrap_or("unknown"))
         )
     };
     out.push_str(&format!(
-        "Dataset `{}` (digest `{}`), machine: {} ({} cores){gpus}, Docker {}, harness {} ({}).\n\n",
-        info.dataset,
-        &info.dataset_digest[..info.dataset_digest.len().min(16)],
-        fp.cpu_model,
+        "Dataset {} (digest {}), machine: {} ({} cores){gpus}, Docker {}, harness {} ({}).\n\n",
+        md(&info.dataset),
+        md(&info.dataset_digest.chars().take(16).collect::<String>()),
+        md(&fp.cpu_model),
         fp.cores,
-        fp.docker_version,
-        info.harness_version,
-        fp.harness_commit
+        md(&fp.docker_version),
+        md(&info.harness_version),
+        md(&fp.harness_commit)
     ));
     out.push_str(&format!(
         "Measurement budget overrides: min rounds {}, max rounds {}, max seconds {} (none: each task's own).\n\n",
@@ -80,7 +83,7 @@ pub fn summary_markdown(summary: &Summary) -> String {
     for inst in &summary.instances {
         out.push_str(&format!(
             "| {} | {} | {} | {} |\n",
-            inst.instance_id,
+            md(&inst.instance_id),
             inst.best_status
                 .map(|s| s.as_str())
                 .unwrap_or("not submitted"),
@@ -98,22 +101,22 @@ pub fn summary_markdown(summary: &Summary) -> String {
             let (gm, hm) = speedups(s);
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                inst.instance_id,
+                md(&inst.instance_id),
                 s.sample,
                 s.status,
-                s.apply_strategy.as_deref().unwrap_or("-"),
+                md(s.apply_strategy.as_deref().unwrap_or("-")),
                 gm,
                 hm,
                 decision(s.decision_base),
                 decision(s.decision_commit),
-                s.detail.replace('|', "\\|").replace('\n', " ")
+                md(&s.detail)
             ));
         }
     }
     let mut task_warnings: Vec<String> = Vec::new();
     for inst in &summary.instances {
         for w in inst.samples.iter().flat_map(|s| &s.warnings) {
-            let line = format!("{}: {}", inst.instance_id, w.replace('\n', " "));
+            let line = md(&format!("{}: {w}", inst.instance_id));
             if !task_warnings.contains(&line) {
                 task_warnings.push(line);
             }
@@ -128,7 +131,7 @@ pub fn summary_markdown(summary: &Summary) -> String {
     if !info.warnings.is_empty() {
         out.push_str("\n## Input warnings\n\n");
         for w in &info.warnings {
-            out.push_str(&format!("- {}\n", w.replace('\n', " ")));
+            out.push_str(&format!("- {}\n", md(w)));
         }
     }
     out

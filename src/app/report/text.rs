@@ -159,10 +159,20 @@ pub(super) fn curve_line(xs: &[f64], ci: &[[f64; 2]]) -> String {
         .join("  ")
 }
 
-/// A header and rows as left-aligned columns two spaces apart, one line each.
+/// A header and rows as left-aligned columns two spaces apart, one line each; every cell
+/// shown for a terminal (`core::text::for_terminal`: a cell read from a run folder cannot
+/// move the cursor or start a line).
 pub fn columns(header: &[String], rows: &[&[String]]) -> String {
+    let show = |cells: &[String]| -> Vec<String> {
+        cells
+            .iter()
+            .map(|c| crate::core::text::for_terminal(c))
+            .collect()
+    };
+    let header = show(header);
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| show(r)).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
+    for r in &rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.chars().count());
         }
@@ -178,7 +188,7 @@ pub fn columns(header: &[String], rows: &[&[String]]) -> String {
             .to_string()
     };
     let mut out = String::new();
-    for cells in std::iter::once(header).chain(rows.iter().copied()) {
+    for cells in std::iter::once(&header).chain(rows.iter()) {
         out.push_str(&line(cells));
         out.push('\n');
     }
@@ -191,8 +201,9 @@ pub fn terminal_summary(summary: &Summary) -> String {
     let cells: Vec<&[String]> = rows.iter().map(|r| r.cells.as_slice()).collect();
     let mut out = columns(&headers(summary), &cells);
     let t = &summary.totals;
+    let show = crate::core::text::for_terminal;
     out.push('\n');
-    out.push_str(&header_line(summary));
+    out.push_str(&show(&header_line(summary)));
     out.push('\n');
     let statuses: Vec<String> = t
         .by_status
@@ -226,16 +237,15 @@ pub fn terminal_summary(summary: &Summary) -> String {
     ));
     out.push_str(&opt_p_line(summary));
     out.push('\n');
-    if let Some(line) = hack_line(summary) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    if let Some(line) = skipped_line(summary) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    if let Some(line) = partial_line(summary) {
-        out.push_str(&line);
+    for line in [
+        hack_line(summary),
+        skipped_line(summary),
+        partial_line(summary),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        out.push_str(&show(&line));
         out.push('\n');
     }
     out
