@@ -387,3 +387,115 @@ fn an_agent_cannot_run_code_as_root_or_smuggle_its_key_out() {
     assert!(containers_of_run("agent-leaky").is_empty());
     assert!(containers_of_run("agent-monitor").is_empty());
 }
+
+/// Every `n`-character run of the letters and digits of `s`.
+fn alnum_fragments(s: &str, n: usize) -> Vec<String> {
+    let alnum: Vec<char> = s.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    alnum.windows(n).map(|w| w.iter().collect()).collect()
+}
+
+/// Whether `text`, read with everything but letters and digits left out, holds a run of 8
+/// characters of `secret`'s letters and digits.
+fn holds_a_piece_of(text: &str, secret: &str) -> bool {
+    let squeezed: String = text.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    alnum_fragments(secret, 8)
+        .iter()
+        .any(|f| squeezed.contains(f.as_str()))
+}
+
+/// Issue 28: an agent that prints its key in halves on two lines (and in pieces of four
+/// characters, one a line, indented), and writes it into a file that also holds a NUL byte
+/// (which `git diff --binary` would carry in git's compressed encoding, where no form of the
+/// key shows, and `git apply` would give it back). No half of the key is in the log, no patch
+/// is saved that gives the key back when applied.
+#[test]
+fn an_agents_key_leaves_neither_in_halves_nor_in_a_binary_patch() {
+    if !docker_available("an_agents_key_leaves_neither_in_halves") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "agent-task", SLOW, FAST, "");
+    let agents = tmp.path().join("agents.toml");
+    write(
+        &agents,
+        r#"[agent.halves]
+command = '''
+printf 'def work(n):\n    return (n - 1) * n * (2 * n - 1) // 6\n' > mod.py
+k="$ANTHROPIC_API_KEY"
+echo "first half: $(printf '%s' "$k" | cut -c1-10)"
+echo "second half: $(printf '%s' "$k" | cut -c11-)"
+printf '%s\n' "$k" | fold -w4 | sed 's/^/    | /'
+printf 'blob\000%s\n' "$k" > data.bin
+'''
+env = ["ANTHROPIC_API_KEY"]
+time_limit = 60
+"#,
+    );
+    let out = tmp.path().join("out");
+    let o = run(harness()
+        .args(["agent", "run", "--agent", "halves"])
+        .arg("--agents")
+        .arg(&agents)
+        .arg("--dataset")
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(&out)
+        .env("ANTHROPIC_API_KEY", SECRET));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("binary") && stderr.contains("data.bin"),
+        "the binary change is refused, named: {stderr}"
+    );
+    // Every saved patch, applied to base, gives no form of the key back.
+    let preds = out.join("agents/halves.predictions.jsonl");
+    let text = std::fs::read_to_string(&preds).unwrap_or_default();
+    for line in text.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let patch = row["model_patch"].as_str().unwrap_or("");
+        let tree = tmp.path().join("applied");
+        let _ = std::fs::remove_dir_all(&tree);
+        let sh = |cmd: &str| {
+            let o = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .current_dir(&tree)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{cmd}: {o:?}");
+        };
+        std::fs::create_dir_all(&tree).unwrap();
+        sh(&format!(
+            "cp -a {}/. . && git init -q . && git add -A",
+            ds.join("agent-task/repo").display()
+        ));
+        write(&tmp.path().join("saved.patch"), patch);
+        sh(&format!(
+            "git apply --binary {}",
+            tmp.path().join("saved.patch").display()
+        ));
+        assert!(
+            files_containing(&tree, SECRET).is_empty(),
+            "git apply of the saved patch gives the key back: {:?}",
+            files_containing(&tree, SECRET)
+        );
+    }
+    assert!(
+        !holds_a_piece_of(&text, SECRET),
+        "a piece of the key is in the predictions: {text}"
+    );
+    let log = std::fs::read_to_string(out.join("agents/halves/agent-task/0.log")).unwrap();
+    assert!(log.contains("first half:"), "{log}");
+    for half in [&SECRET[..10], &SECRET[10..]] {
+        assert!(
+            !log.contains(half),
+            "half {half:?} of the key in the log: {log}"
+        );
+    }
+    assert!(
+        !holds_a_piece_of(&log, SECRET),
+        "pieces of the key, joined across lines, in the log: {log}"
+    );
+    assert!(containers_of_run("agent-halves").is_empty());
+}

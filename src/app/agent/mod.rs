@@ -6,10 +6,12 @@
 //! agent starts and given to that one process (the exec's environment). They are never in
 //! an image, a container's configuration, a log, a report or a predictions file: logs are
 //! saved with every secret value replaced by `***` (as is, in base64 at any alignment, hex,
-//! URL-encoded or reversed), and a patch that contains a secret value in any of those forms,
-//! or split by quotes, `+`, spaces or line breaks, is refused rather than saved. An agent
-//! that encrypts its secret first can still smuggle it out: the harness catches encodings,
-//! not intent.
+//! URL-encoded or reversed, and any piece of 8 characters of those, across line breaks and
+//! indents: `core::secrets`), and a patch that contains a secret value in any of those forms,
+//! or split by quotes, `+`, spaces or line breaks, is refused rather than saved, as is a
+//! patch that changes a binary file (the diff is made without `--binary`: git's compressed
+//! encoding would carry a key in no form the harness recognises). An agent that encrypts
+//! its secret first can still smuggle it out: the harness catches encodings, not intent.
 //!
 //! The diff: once the agent is done and every process of its user is killed, root diffs the
 //! tree against a copy of base's git repository made before the agent started, in a folder

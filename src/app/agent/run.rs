@@ -192,7 +192,7 @@ async fn drive(
             bail!(
                 "agent {}: cannot diff the tree after it: {}",
                 agent.name,
-                diff.output
+                redact(&diff.output, secrets)
             );
         }
         diff.output
@@ -205,6 +205,7 @@ async fn drive(
             task.id
         );
     }
+    refuse_binary(&patch, agent, task)?;
     Ok(AgentRun {
         instance_id: task.id.clone(),
         sample,
@@ -216,6 +217,27 @@ async fn drive(
     })
 }
 
+/// An error naming the files a patch changes as binary ("Binary files ... differ": the diff
+/// is made without `--binary`, so their content is not in it). Such a patch is not saved:
+/// the evaluation refuses binary changes, and git's binary encoding (compressed, base85)
+/// would carry a secret in a form no redaction recognises.
+fn refuse_binary(patch: &str, agent: &super::Agent, task: &Task) -> Result<()> {
+    let binary: Vec<String> = crate::core::patch::parse(patch)
+        .into_iter()
+        .filter(|f| f.binary)
+        .map(|f| f.new_path.or(f.old_path).unwrap_or_else(|| "?".into()))
+        .collect();
+    if binary.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "agent {} changed binary file(s) in {}: {}; binary changes are not accepted, the patch is not saved",
+        agent.name,
+        task.id,
+        binary.join(", ")
+    )
+}
+
 /// Root's copy of base's git repository in an agent's container.
 const AGENT_GIT: &str = "/opt/agent-base.git";
 
@@ -224,7 +246,8 @@ const AGENT_GIT: &str = "/opt/agent-base.git";
 /// `python3` or `git` from the image's PATH, which may lead into the tree): every process of
 /// the agent's user killed first (nothing changes the tree while it is read), then git with root's copy of
 /// base's repository, no configuration but its own and none of the agent's hooks,
-/// file-system monitor or external diff.
+/// file-system monitor, external diff or text conversion. Without `--binary`: a binary file
+/// is named ("Binary files ... differ"), its content left out, and the patch refused.
 fn diff_script() -> String {
     format!(
         "cd / && PY=$(sed -n 's/.*\"executable\": *\"\\([^\"]*\\)\".*/\\1/p' /opt/harness-build/interpreter.json) && \
@@ -232,7 +255,7 @@ fn diff_script() -> String {
          export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/nonexistent && \
          G=\"git --git-dir={AGENT_GIT} --work-tree=/testbed -c core.fsmonitor=false -c core.hooksPath=/dev/null \
          -c core.untrackedCache=false -c safe.directory=*\" && cd /testbed && \
-         $G add -A >/dev/null 2>&1 && $G diff --cached --binary --no-color --no-ext-diff --no-textconv harness-base 2>/dev/null",
+         $G add -A >/dev/null 2>&1 && $G diff --cached --no-color --no-ext-diff --no-textconv harness-base 2>/dev/null",
         uid = crate::sandbox::protect::RUN_UID,
         gid = crate::sandbox::protect::RUN_GID,
     )
