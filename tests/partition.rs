@@ -594,3 +594,89 @@ fn merge_refuses_what_is_not_one_whole_run() {
         true
     );
 }
+
+/// A part is another machine's output: an instance id in its run.json that is no task id
+/// (`../../escape`, a path, empty) or a folder of it that is a symlink must not make merge
+/// write or read outside the folders it was given. Both are refused, naming the part's
+/// file and the id or link, and nothing appears outside `--out`.
+#[test]
+fn merge_refuses_ids_that_are_paths_and_parts_with_symlinks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let a = fake_part(root, "a", 1, 2, &["alpha", "gamma"], None);
+
+    // An id that climbs out: the part holds `m/../../escape` (= root/escape) to copy, and
+    // the copy would land two folders above the merge's staging folder.
+    let a_esc = fake_part(root, "a-esc", 1, 2, &["alpha", "gamma"], None);
+    let b_esc = fake_part(root, "b-esc", 2, 2, &["beta"], None);
+    let bad = "../../escape";
+    for dir in [&a_esc, &b_esc] {
+        edit_run_json(dir, |v| {
+            v["partition"]["selected_instance_ids"] =
+                serde_json::json!(["alpha", "beta", "gamma", bad]);
+        });
+    }
+    edit_run_json(&b_esc, |v| {
+        v["instance_ids"] = serde_json::json!(["beta", bad]);
+        v["partition"]["task_digests"] = serde_json::json!(["beta=d-beta", format!("{bad}=d")]);
+        v["samples"][bad] = serde_json::json!([]);
+    });
+    std::fs::create_dir_all(root.join("escape/0")).unwrap();
+    std::fs::write(root.join("escape/0/planted.txt"), "from the part").unwrap();
+    let out = root.join("esc-out/merged");
+    let (code, err) = merge(&[&a_esc, &b_esc], &out);
+    assert_eq!(code, Some(1), "{err}");
+    // (both parts name it among the run's selected instances: the first one read says so)
+    for needle in ["a-esc/run.json", "instance id \"../../escape\""] {
+        assert!(err.contains(needle), "expected {needle:?} in: {err}");
+    }
+    assert!(
+        !root.join("esc-out/escape").exists(),
+        "merge wrote outside --out"
+    );
+    assert!(!out.exists());
+    // Other ids that are no task's: a path, an absolute path, empty.
+    for (name, id) in [("b-slash", "x/y"), ("b-abs", "/tmp/x"), ("b-empty", "")] {
+        let b = fake_part(root, name, 2, 2, &["beta"], None);
+        edit_run_json(&b, |v| v["instance_ids"] = serde_json::json!(["beta", id]));
+        let (code, err) = merge(&[&a, &b], &root.join("ids-out"));
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(name) && err.contains(&format!("{id:?}")),
+            "{err}"
+        );
+    }
+
+    // A sample folder that is a symlink to a folder outside the part: its files (here a
+    // planted secret) would be read into the merged run.
+    let outside = root.join("outside");
+    let b_link = fake_part(root, "b-link", 2, 2, &["beta"], None);
+    std::fs::rename(b_link.join("m/beta"), &outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "host file").unwrap();
+    std::os::unix::fs::symlink(&outside, b_link.join("m/beta")).unwrap();
+    let out = root.join("link-out");
+    let (code, err) = merge(&[&a, &b_link], &out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("symlink") && err.contains("b-link"), "{err}");
+    assert!(!out.exists());
+    // A file inside a sample folder, or a build log, that is a symlink.
+    let b_file = fake_part(root, "b-file", 2, 2, &["beta"], None);
+    std::os::unix::fs::symlink("/etc/hostname", b_file.join("m/beta/0/apply.log")).unwrap();
+    let (code, err) = merge(&[&a, &b_file], &out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("symlink") && err.contains("apply.log"),
+        "{err}"
+    );
+    let b_log = fake_part(root, "b-log", 2, 2, &["beta"], None);
+    std::fs::create_dir_all(b_log.join("images")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", b_log.join("images/beta.build.log")).unwrap();
+    let (code, err) = merge(&[&a, &b_log], &out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("symlink") && err.contains("beta.build.log"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    assert!(!root.join("secret.txt").exists());
+}

@@ -5,6 +5,8 @@
 //! It refuses anything that would make the merged numbers claim more than was measured:
 //! parts of different runs (model, K, dataset, predictions, rule, settings), parts measured
 //! on different kinds of machine, a part missing or given twice, an instance in two parts.
+//! And, a part being another machine's output, anything that would lead it outside the
+//! folders it was given: an instance id that is no task id, a symlink where it reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -70,11 +72,14 @@ fn fingerprint_differences(a: &Fingerprint, b: &Fingerprint) -> Vec<String> {
 }
 
 fn load_part(dir: &Path) -> Result<Part> {
+    let run_json = dir.join(crate::core::results::names::RUN_JSON);
+    refuse_link(&run_json)?;
     let info = RunDir {
         root: dir.to_path_buf(),
     }
     .load_run_info()
     .with_context(|| format!("{}: not a run folder", dir.display()))?;
+    check_ids(&run_json, &info)?;
     if info.partition.is_none() {
         bail!(
             "{}: not a partition run (its run.json has no `partition`; it is {}); merge takes \
@@ -87,11 +92,82 @@ fn load_part(dir: &Path) -> Result<Part> {
             }
         );
     }
-    Ok(Part {
+    let part = Part {
         dir: dir.to_path_buf(),
         info,
-    })
+    };
+    check_no_links(&part)?;
+    Ok(part)
 }
+
+/// Refuses a part whose run.json names an instance by anything but a task id (the rule
+/// tasks use: letters, digits, '-', '_', '.', not starting with '.' or '-'): the merge
+/// joins these ids onto paths, and `../../x`, `a/b`, `/x` or `` would lead out of the
+/// folders it reads and writes.
+fn check_ids(run_json: &Path, info: &RunInfo) -> Result<()> {
+    let selected = info
+        .partition
+        .iter()
+        .flat_map(|p| p.selected_instance_ids.iter());
+    let expected = info.samples.iter().flat_map(|s| s.keys());
+    for id in info.instance_ids.iter().chain(selected).chain(expected) {
+        if let Err(why) = crate::core::task::validate_instance_id(id) {
+            bail!(
+                "{}: instance id {}: not a task id ({}); refusing to merge this part",
+                run_json.display(),
+                crate::core::text::for_terminal(&format!("{id:?}")),
+                crate::core::text::for_terminal(&why)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `path` when it is a symbolic link (absent is fine).
+fn refuse_link(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => bail!(
+            "{}: is a symlink; a part's files must be in its folder (refusing to merge this part)",
+            path.display()
+        ),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("{}: cannot stat", path.display())),
+    }
+}
+
+/// Refuses a part that holds a symbolic link anywhere the merge reads: its model folder,
+/// each instance's folder and everything under it, the build logs. A link there would
+/// have the merge read (and copy into the merged run) a file outside the part.
+fn check_no_links(part: &Part) -> Result<()> {
+    let model_dir = RunDir {
+        root: part.dir.clone(),
+    }
+    .model_dir(&part.info.model);
+    refuse_link(&model_dir)?;
+    refuse_link(&part.dir.join(IMAGES))?;
+    for id in &part.info.instance_ids {
+        refuse_link(&part.dir.join(IMAGES).join(format!("{id}.build.log")))?;
+        // Iterative: a deep tree cannot exhaust the stack.
+        let mut stack = vec![model_dir.join(id)];
+        while let Some(p) = stack.pop() {
+            refuse_link(&p)?;
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+                for e in std::fs::read_dir(&p)
+                    .with_context(|| format!("{}: cannot list", p.display()))?
+                {
+                    stack.push(
+                        e.with_context(|| format!("{}: cannot list", p.display()))?
+                            .path(),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+const IMAGES: &str = crate::core::results::names::IMAGES_DIR;
 
 /// Refuses parts that are not parts of one and the same run.
 fn check_same_run(parts: &[Part]) -> Result<()> {
@@ -367,7 +443,9 @@ fn merged_info(parts: &[Part], run_id: &str, command: Vec<String>) -> Result<Run
     })
 }
 
-/// Copies `from` (a folder) to `to`, files and symlinks, folders made as needed.
+/// Copies `from` (a folder) to `to`, files and folders, folders made as needed; a symlink
+/// is refused (the parts were checked for links; this holds if one appears meanwhile), and
+/// files are opened without following one.
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("{}: cannot create", to.display()))?;
     let entries =
@@ -380,17 +458,32 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
             .file_type()
             .with_context(|| format!("{}: cannot stat", src.display()))?;
         if kind.is_symlink() {
-            let target = std::fs::read_link(&src)
-                .with_context(|| format!("{}: cannot read link", src.display()))?;
-            std::os::unix::fs::symlink(&target, &dst)
-                .with_context(|| format!("{}: cannot create link", dst.display()))?;
+            refuse_link(&src)?;
         } else if kind.is_dir() {
             copy_tree(&src, &dst)?;
         } else if kind.is_file() {
-            std::fs::copy(&src, &dst)
-                .with_context(|| format!("{}: cannot copy to {}", src.display(), dst.display()))?;
+            copy_file(&src, &dst)?;
         }
     }
+    Ok(())
+}
+
+/// Copies one file, following no symlink at either end: `from` is opened with
+/// `O_NOFOLLOW`, `to` must not exist yet (it is made new in the merge's own folder).
+fn copy_file(from: &Path, to: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let what = || format!("{}: cannot copy to {}", from.display(), to.display());
+    let mut src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(from)
+        .with_context(what)?;
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .with_context(what)?;
+    std::io::copy(&mut src, &mut dst).with_context(what)?;
     Ok(())
 }
 
@@ -545,16 +638,15 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command: Vec<String>) -> Result<Merge
         };
         for id in &part.info.instance_ids {
             let src = from.model_dir(&part.info.model).join(id);
-            if src.is_dir() {
+            if std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir()) {
                 copy_tree(&src, &staged.model_dir(&info.model).join(id))?;
             }
-            let log = Path::new("images").join(format!("{id}.build.log"));
+            let log = Path::new(IMAGES).join(format!("{id}.build.log"));
             if part.dir.join(&log).is_file() {
-                std::fs::create_dir_all(staged.root.join("images")).with_context(|| {
-                    format!("{}: cannot create", staged.root.join("images").display())
+                std::fs::create_dir_all(staged.root.join(IMAGES)).with_context(|| {
+                    format!("{}: cannot create", staged.root.join(IMAGES).display())
                 })?;
-                std::fs::copy(part.dir.join(&log), staged.root.join(&log))
-                    .with_context(|| format!("{}: cannot copy", part.dir.join(&log).display()))?;
+                copy_file(&part.dir.join(&log), &staged.root.join(&log))?;
             }
         }
     }
