@@ -499,3 +499,70 @@ time_limit = 60
     );
     assert!(containers_of_run("agent-halves").is_empty());
 }
+
+/// Issue 28: an agent is held to the task's disk limit as the code under test is. This one
+/// writes 120 MB into the tree and its home under a limit of 40 MB, then would sleep: it is
+/// stopped at the limit (not at its time limit), its run gives an empty patch and is
+/// reported, and the harness goes on.
+#[test]
+fn an_agent_writing_past_the_disk_limit_is_stopped() {
+    if !docker_available("an_agent_writing_past_the_disk_limit") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "agent-task", SLOW, FAST, "");
+    let toml = ds.join("agent-task/task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    write(
+        &toml,
+        &text.replace("pids = 128\n", "pids = 128\ndisk = \"40m\"\n"),
+    );
+    let agents = tmp.path().join("agents.toml");
+    write(
+        &agents,
+        r#"[agent.filler]
+command = '''
+printf 'def work(n):\n    return (n - 1) * n * (2 * n - 1) // 6\n' > mod.py
+mkdir -p junk "$HOME/cache"
+for i in 1 2 3 4 5 6; do
+  head -c 10000000 /dev/urandom > junk/f$i
+  head -c 10000000 /dev/urandom > "$HOME/cache/f$i"
+done
+echo "wrote $((6 * 20)) MB"
+sleep 90
+'''
+time_limit = 120
+"#,
+    );
+    let out = tmp.path().join("out");
+    let started = std::time::Instant::now();
+    let o = run(harness()
+        .args(["agent", "run", "--agent", "filler"])
+        .arg("--agents")
+        .arg(&agents)
+        .arg("--dataset")
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(&out));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no patch: agent-task/0: stopped: wrote more than the task's disk limit of 40 MiB"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(80),
+        "stopped at the limit, not after its sleep: {:?}",
+        started.elapsed()
+    );
+    let preds = std::fs::read_to_string(out.join("agents/filler.predictions.jsonl")).unwrap();
+    let row: serde_json::Value = serde_json::from_str(preds.lines().next().unwrap()).unwrap();
+    assert_eq!(row["model_patch"], "", "{row}");
+    let log = std::fs::read_to_string(out.join("agents/filler/agent-task/0.log")).unwrap();
+    assert!(log.contains("disk limit"), "{log}");
+    assert!(!log.contains("wrote 120 MB"), "{log}");
+    assert!(containers_of_run("agent-filler").is_empty());
+}

@@ -13,6 +13,12 @@
 //! encoding would carry a key in no form the harness recognises). An agent that encrypts
 //! its secret first can still smuggle it out: the harness catches encodings, not intent.
 //!
+//! Limits: the agent's container has the task's limits unless the agent names its own
+//! (cpus, memory), and the task's disk limit as in evaluation: its command runs under a
+//! runner of root's (runner.py) that sets no file larger than the limit and stops every
+//! process of the agent once the tree and its home have grown by more than it; the run then
+//! gives an empty patch, as at the time limit.
+//!
 //! The diff: once the agent is done and every process of its user is killed, root diffs the
 //! tree against a copy of base's git repository made before the agent started, in a folder
 //! only root can read, with no configuration, hook or file-system monitor of the agent's:
@@ -161,6 +167,9 @@ pub struct AgentRun {
     pub patch: String,
     pub exit_code: Option<i64>,
     pub timed_out: bool,
+    /// Why the harness stopped the agent (its time limit, the task's disk limit): the run
+    /// then gives an empty patch and is reported.
+    pub stopped: Option<String>,
     pub seconds: f64,
     /// Where the (redacted) log went.
     pub log_path: PathBuf,
@@ -252,20 +261,17 @@ pub async fn run_batch(
                         "agent {} on {}/{sample}: {} in {:.1} s, patch of {} bytes (log {})",
                         agent.name,
                         task.id,
-                        if r.timed_out {
-                            "stopped at the time limit".to_string()
-                        } else {
-                            match r.exit_code {
-                                Some(c) => format!("exit {c}"),
-                                None => "no exit code".to_string(),
-                            }
+                        match (&r.stopped, r.exit_code) {
+                            (Some(why), _) => why.clone(),
+                            (None, Some(c)) => format!("exit {c}"),
+                            (None, None) => "no exit code".to_string(),
                         },
                         r.seconds,
                         r.patch.len(),
                         r.log_path.display()
                     ));
-                    if r.timed_out {
-                        failures.push(format!("{}/{sample}: stopped at the time limit", task.id));
+                    if let Some(why) = &r.stopped {
+                        failures.push(format!("{}/{sample}: {why}", task.id));
                     }
                     runs.push(r);
                 }

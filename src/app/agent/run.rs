@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use super::secrets::{redact, secret_in, secrets};
 use super::{Agent, AgentRun, prompt};
 use crate::core::task::Task;
-use crate::sandbox::docker::container::{Sandbox, SandboxSpec};
+use crate::sandbox::docker::container::{ExecOutcome, Sandbox, SandboxSpec};
 use crate::sandbox::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
 
 /// Runs `agent` once on `task` in a fresh container of `image`; the log goes (redacted) to
@@ -64,8 +64,14 @@ async fn set_up(
     log: &mut String,
 ) -> Result<()> {
     let prompt = prompt(task);
-    let mut files: Vec<(&str, Vec<u8>, u32)> =
-        vec![("opt/agent/task.md", prompt.into_bytes(), 0o644)];
+    let mut files: Vec<(&str, Vec<u8>, u32)> = vec![
+        ("opt/agent/task.md", prompt.into_bytes(), 0o644),
+        (
+            "opt/agent-harness/runner.py",
+            RUNNER.as_bytes().to_vec(),
+            0o600,
+        ),
+    ];
     if let Some(script) = &agent.script {
         let bytes = std::fs::read(script).with_context(|| {
             format!(
@@ -103,7 +109,8 @@ async fn set_up(
     let copied = sandbox
         .sh(
             &format!(
-                "rm -rf {AGENT_GIT} && mkdir -m 700 {AGENT_GIT} && cp -a /testbed/.git/. {AGENT_GIT}/ \
+                "chown -R 0:0 {RUNNER_DIR} && chmod 700 {RUNNER_DIR} \
+                 && rm -rf {AGENT_GIT} && mkdir -m 700 {AGENT_GIT} && cp -a /testbed/.git/. {AGENT_GIT}/ \
                  && chown -R 0:0 {AGENT_GIT} && chmod -R go-rwx {AGENT_GIT}"
             ),
             Duration::from_secs(300),
@@ -131,71 +138,37 @@ async fn drive(
     let started = std::time::Instant::now();
     let mut log = String::new();
     set_up(sandbox, agent, task, secrets, log_path, &mut log).await?;
-    let mut env: Vec<String> = vec![
-        format!("HOME={}", crate::sandbox::protect::RUN_HOME),
-        "HARNESS_TASK_FILE=/opt/agent/task.md".into(),
-        format!("HARNESS_INSTANCE_ID={}", task.id),
-        format!("HARNESS_SAMPLE={sample}"),
-    ];
-    env.extend(secrets.iter().map(|(k, v)| format!("{k}={v}")));
-    let argv = vec![
-        "/bin/sh".to_string(),
-        "-c".to_string(),
-        agent.command.clone(),
-    ];
-    let out = sandbox
-        .exec_as(
-            &argv,
-            crate::sandbox::protect::RUN_AS,
-            &env,
-            agent.time_limit,
-            4 << 20,
-        )
-        .await?;
+    let (out, watch) = run_agent(sandbox, agent, task, sample, secrets).await?;
+    // Why the harness stopped the agent, if it did: what it had changed by then is not its
+    // patch (the container is gone at the time limit; past the disk limit the tree is
+    // whatever the agent had filled it with).
+    let stopped = if out.timed_out {
+        Some(format!(
+            "stopped at the time limit of {:.0} s",
+            agent.time_limit.as_secs_f64()
+        ))
+    } else {
+        watch.as_ref().and_then(Watch::stopped)
+    };
     log.push_str(&format!(
         "$ {}  (as {}, {:.1} s, {})\n{}\n",
         agent.command,
         crate::sandbox::protect::RUN_USER,
         out.elapsed.as_secs_f64(),
-        if out.timed_out {
-            format!(
-                "stopped at the time limit of {:.0} s",
-                agent.time_limit.as_secs_f64()
-            )
-        } else {
-            format!("exit {:?}", out.exit_code)
-        },
+        stopped
+            .clone()
+            .unwrap_or_else(|| format!("exit {:?}", out.exit_code)),
         out.output
     ));
-    // The container is killed at the time limit; what the agent had changed by then is
-    // still its patch only when the container is alive to diff it.
-    let patch = if out.timed_out {
-        String::new()
-    } else {
-        let diff = sandbox
-            .sh_clean(
-                &diff_script(),
-                Duration::from_secs(120),
-                crate::core::patch::MAX_PATCH_BYTES + 1,
-            )
-            .await?;
-        if diff.output.len() > crate::core::patch::MAX_PATCH_BYTES {
-            write_log(log_path, &redact(&log, secrets))?;
-            bail!(
-                "agent {}: its patch is over {} bytes",
-                agent.name,
-                crate::core::patch::MAX_PATCH_BYTES
-            );
-        }
-        if !diff.success() {
-            write_log(log_path, &redact(&log, secrets))?;
-            bail!(
-                "agent {}: cannot diff the tree after it: {}",
-                agent.name,
-                redact(&diff.output, secrets)
-            );
-        }
-        diff.output
+    let patch = match (&stopped, watch) {
+        (None, Some(_)) => match take_patch(sandbox, agent, secrets).await {
+            Ok(p) => p,
+            Err(e) => {
+                write_log(log_path, &redact(&log, secrets))?;
+                return Err(e);
+            }
+        },
+        _ => String::new(),
     };
     write_log(log_path, &redact(&log, secrets))?;
     if let Some(name) = secret_in(&patch, secrets) {
@@ -212,9 +185,153 @@ async fn drive(
         patch,
         exit_code: out.exit_code,
         timed_out: out.timed_out,
+        stopped,
         seconds: started.elapsed().as_secs_f64(),
         log_path: log_path.to_path_buf(),
     })
+}
+
+/// The harness's runner of the agent's command in the container (see runner.py), and where
+/// it leaves its result: a folder only root can read.
+const RUNNER: &str = include_str!("runner.py");
+const RUNNER_DIR: &str = "/opt/agent-harness";
+
+/// What the runner saw of the agent's disk use.
+struct Watch {
+    disk_limit: i64,
+    disk_used: i64,
+    disk_exceeded: bool,
+}
+
+impl Watch {
+    fn stopped(&self) -> Option<String> {
+        self.disk_exceeded.then(|| {
+            format!(
+                "stopped: wrote more than the task's disk limit of {} ({} in the tree and home)",
+                crate::sandbox::eval::guarded::mib(self.disk_limit),
+                crate::sandbox::eval::guarded::mib(self.disk_used)
+            )
+        })
+    }
+}
+
+/// The agent's command, as the sandbox user, under the runner (root, the pinned interpreter):
+/// the task's disk limit held as in evaluation, what it left killed when it ends. The
+/// runner's result is `None` when the container was killed at the time limit.
+async fn run_agent(
+    sandbox: &Sandbox,
+    agent: &Agent,
+    task: &Task,
+    sample: usize,
+    secrets: &[(String, String)],
+) -> Result<(ExecOutcome, Option<Watch>)> {
+    let python = pinned_python(sandbox).await?;
+    let mut env: Vec<String> = vec![
+        format!("HOME={}", crate::sandbox::protect::RUN_HOME),
+        "HARNESS_TASK_FILE=/opt/agent/task.md".into(),
+        format!("HARNESS_INSTANCE_ID={}", task.id),
+        format!("HARNESS_SAMPLE={sample}"),
+    ];
+    env.extend(secrets.iter().map(|(k, v)| format!("{k}={v}")));
+    let result = format!("{RUNNER_DIR}/result.json");
+    let argv = vec![
+        python,
+        "-I".into(),
+        "-S".into(),
+        format!("{RUNNER_DIR}/runner.py"),
+        result.clone(),
+        task.resources.disk_bytes.to_string(),
+        agent.command.clone(),
+    ];
+    let out = sandbox
+        .exec_as(
+            &argv,
+            crate::sandbox::protect::ROOT,
+            &env,
+            agent.time_limit,
+            4 << 20,
+        )
+        .await?;
+    if out.timed_out {
+        return Ok((out, None));
+    }
+    let read = sandbox
+        .sh_clean(&format!("cat {result}"), Duration::from_secs(30), 64 * 1024)
+        .await?;
+    let v: serde_json::Value = serde_json::from_str(read.output.trim()).map_err(|_| {
+        anyhow::anyhow!(
+            "agent {}: the harness's runner left no result (the agent's output ends: {})",
+            agent.name,
+            redact(tail(&out.output, 2000), secrets)
+        )
+    })?;
+    let watch = Watch {
+        disk_limit: v["disk_limit"]
+            .as_i64()
+            .unwrap_or(task.resources.disk_bytes),
+        disk_used: v["disk_used"].as_i64().unwrap_or(0),
+        disk_exceeded: v["disk_exceeded"].as_bool().unwrap_or(false),
+    };
+    Ok((out, Some(watch)))
+}
+
+/// The last `n` bytes of `text` or fewer (at a character boundary).
+fn tail(text: &str, n: usize) -> &str {
+    let mut from = text.len().saturating_sub(n);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    &text[from..]
+}
+
+/// The interpreter the image's build pinned for the harness's own programs (root's, outside
+/// the tree and home), read before anything of the agent has run.
+async fn pinned_python(sandbox: &Sandbox) -> Result<String> {
+    let read = sandbox
+        .sh_clean(
+            "cat /opt/harness-build/interpreter.json",
+            Duration::from_secs(30),
+            64 * 1024,
+        )
+        .await?;
+    let v: serde_json::Value = serde_json::from_str(read.output.trim()).unwrap_or_default();
+    match v["executable"].as_str() {
+        Some(p) if p.starts_with('/') => Ok(p.to_string()),
+        _ => bail!(
+            "the task's image has no pinned interpreter in /opt/harness-build/interpreter.json: {}",
+            tail(&read.output, 500)
+        ),
+    }
+}
+
+/// The diff of the tree after the agent (see [`diff_script`]).
+async fn take_patch(
+    sandbox: &Sandbox,
+    agent: &Agent,
+    secrets: &[(String, String)],
+) -> Result<String> {
+    let diff = sandbox
+        .sh_clean(
+            &diff_script(),
+            Duration::from_secs(120),
+            crate::core::patch::MAX_PATCH_BYTES + 1,
+        )
+        .await?;
+    if diff.output.len() > crate::core::patch::MAX_PATCH_BYTES {
+        bail!(
+            "agent {}: its patch is over {} bytes",
+            agent.name,
+            crate::core::patch::MAX_PATCH_BYTES
+        );
+    }
+    if !diff.success() {
+        bail!(
+            "agent {}: cannot diff the tree after it: {}",
+            agent.name,
+            redact(&diff.output, secrets)
+        );
+    }
+    Ok(diff.output)
 }
 
 /// An error naming the files a patch changes as binary ("Binary files ... differ": the diff
