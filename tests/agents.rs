@@ -566,3 +566,108 @@ time_limit = 120
     assert!(!log.contains("wrote 120 MB"), "{log}");
     assert!(containers_of_run("agent-filler").is_empty());
 }
+
+/// Issue 28: what an agent must not see. A task on a prebuilt image (as GSO's are) whose
+/// `.git` holds the human's fix as a later commit (on a branch and a tag), with a hidden test
+/// in `[image] files` and base's reference result written by its setup, readable by all in
+/// the image. The agent looks for each (every object of the store, the reference folder, the
+/// hidden test, the prompt): none is in its container, and its repository still works.
+#[test]
+fn an_agent_sees_no_hidden_test_reference_result_or_later_commit() {
+    if !docker_available("an_agent_sees_no_hidden_test") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let image = "harness-test-agent-view:1";
+    let ctx = tmp.path().join("image");
+    write(
+        &ctx.join("Dockerfile"),
+        "FROM harness-base:bookworm\n\
+         RUN mkdir /testbed && cd /testbed && git init -q \
+         && printf 'def work(n):\\n    return sum(i * i for i in range(n))\\n' > mod.py \
+         && git add -A && git -c user.name=u -c user.email=u@x commit -qm 'the base commit' \
+         && git branch -M main \
+         && printf 'def work(n):\\n    return (n - 1) * n * (2 * n - 1) // 6\\n' > mod.py \
+         && git -c user.name=u -c user.email=u@x commit -qam 'FUTURE-FIX-MARKER: closed form' \
+         && git tag v-fix && git checkout -q HEAD~1 && chmod -R 777 /testbed\n",
+    );
+    let o = run(std::process::Command::new("docker")
+        .args(["build", "-q", "-t", image])
+        .arg(&ctx));
+    assert_eq!(o.status.code(), Some(0), "docker build {image}");
+    let ds = tmp.path().join("ds");
+    let dir = ds.join("view-task");
+    write(
+        &dir.join("hidden_test.py"),
+        "# HIDDEN-TEST-MARKER\nimport sys\nsys.path.insert(0, '/testbed')\nimport mod\nprint(mod.work(10))\n",
+    );
+    write(&dir.join("human.patch"), &diff("mod.py", SLOW, FAST));
+    write(
+        &dir.join("task.toml"),
+        &format!(
+            "description = \"Make work faster\"\n\
+             [source]\nimage = \"{image}\"\n\
+             [human]\npatch = \"human.patch\"\n\
+             [image]\nsetup = [\"mkdir -p /opt/gso-reference && echo REFERENCE-MARKER-42 > /opt/gso-reference/gso_0_result.json && chmod -R a-w,a+rX /opt/gso-reference\"]\n\
+             [image.files]\n\"/gso_test_0.py\" = \"hidden_test.py\"\n\
+             [test]\ncommand = \"python3 /gso_test_0.py --file_prefix /opt/gso-reference/gso_0\"\ntimeout = 60\n\
+             [[bench]]\nname = \"work\"\ncommand = \"python3 /gso_test_0.py --file_prefix /opt/gso-reference/gso_0\"\nruns = 2\ntimeout = 30\n\
+             [resources]\ncpus = 1\nmemory = \"256m\"\n"
+        ),
+    );
+    let agents = tmp.path().join("agents.toml");
+    write(
+        &agents,
+        r#"[agent.peeker]
+command = '''
+{
+  echo "== test"; cat /gso_test_0.py; ls -la /
+  echo "== reference"; ls -la /opt /opt/gso-reference; cat /opt/gso-reference/*
+  echo "== git"; git log --all --format='%H %s'; git rev-list --all --reflog
+  git cat-file --batch-all-objects --batch-check='%(objectname) %(objecttype)' \
+    | awk '$2 != "tree" {print $1}' | git cat-file --batch
+  git fsck --unreachable --no-reflogs 2>&1
+  echo "== prompt"; cat "$HARNESS_TASK_FILE"
+} > seen.txt 2>&1
+cat seen.txt
+echo "prompt-names-hidden: $(grep -c -e gso_test -e gso-reference "$HARNESS_TASK_FILE")"
+git status --short >/dev/null && echo "git-status-ok"
+echo "base-history: $(git log --format=%s HEAD | head -n 3 | tr '\n' '|')"
+printf 'def work(n):\n    return (n - 1) * n * (2 * n - 1) // 6\n' > mod.py
+'''
+time_limit = 120
+"#,
+    );
+    let out = tmp.path().join("out");
+    let o = run(harness()
+        .args(["agent", "run", "--agent", "peeker"])
+        .arg("--agents")
+        .arg(&agents)
+        .arg("--dataset")
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(&out));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let log = std::fs::read_to_string(out.join("agents/peeker/view-task/0.log")).unwrap();
+    let preds = std::fs::read_to_string(out.join("agents/peeker.predictions.jsonl")).unwrap();
+    for marker in [
+        "HIDDEN-TEST-MARKER",
+        "REFERENCE-MARKER-42",
+        "FUTURE-FIX-MARKER",
+    ] {
+        assert!(!log.contains(marker), "{marker} seen by the agent: {log}");
+        assert!(!preds.contains(marker), "{marker} in the patch: {preds}");
+    }
+    assert!(log.contains("prompt-names-hidden: 0"), "{log}");
+    assert!(log.contains("git-status-ok"), "{log}");
+    assert!(
+        log.contains("base-history: harness-base|the base commit|"),
+        "the history up to base is the agent's: {log}"
+    );
+    assert!(
+        preds.contains("+    return (n - 1) * n * (2 * n - 1) // 6"),
+        "{preds}"
+    );
+    assert!(containers_of_run("agent-peeker").is_empty());
+}

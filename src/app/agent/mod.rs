@@ -19,6 +19,9 @@
 //! process of the agent once the tree and its home have grown by more than it; the run then
 //! gives an empty patch, as at the time limit.
 //!
+//! What it sees (`view`): its container holds no `[image] files`, no GSO reference result
+//! and no commit later than base; the prompt names no command that names one of them.
+//!
 //! The diff: once the agent is done and every process of its user is killed, root diffs the
 //! tree against a copy of base's git repository made before the agent started, in a folder
 //! only root can read, with no configuration, hook or file-system monitor of the agent's:
@@ -26,6 +29,7 @@
 
 mod run;
 mod secrets;
+mod view;
 
 pub use run::run_once;
 pub use secrets::{redact, secret_forms, secret_in, secrets};
@@ -137,24 +141,45 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
     Ok(out)
 }
 
-/// What the agent is told: the task, the commands that must get faster, what must keep
-/// passing and what it may not touch. In `/opt/agent/task.md` and `$HARNESS_TASK_FILE`.
+/// What the agent is told: the task's description, what it may not touch, and the commands
+/// that measure and test the change when they name nothing hidden from it (a GSO task's
+/// tests and reference results are: `view`). In `/opt/agent/task.md` and
+/// `$HARNESS_TASK_FILE`.
 pub fn prompt(task: &Task) -> String {
+    let hidden = view::hidden_paths(task);
     let mut p = format!(
         "# Make this code faster\n\nRepository: /testbed (a git repository; your changes are \
-         taken as the diff of its tree).\n\n{}\n\nMake these benchmark commands run faster, \
-         without changing what they print:\n",
+         taken as the diff of its tree).\n\n{}\n",
         task.description
     );
-    for b in &task.benches {
-        p.push_str(&format!("- `{}`\n", b.command));
+    let benches: Vec<&str> = task
+        .benches
+        .iter()
+        .map(|b| b.command.as_str())
+        .filter(|c| !view::names_hidden(c, &hidden))
+        .collect();
+    if !benches.is_empty() {
+        p.push_str(
+            "\nMake these benchmark commands run faster, without changing what they print:\n",
+        );
+        for b in &benches {
+            p.push_str(&format!("- `{b}`\n"));
+        }
     }
-    p.push_str(&format!(
-        "\nThis test must keep passing: `{}`\n\nDo not edit the benchmark or test files, or \
-         any of these: {}.\n",
-        task.test_command,
-        task.protected.join(", ")
-    ));
+    if !view::names_hidden(&task.test_command, &hidden) {
+        p.push_str(&format!(
+            "\nThis test must keep passing: `{}`\n",
+            task.test_command
+        ));
+    }
+    if benches.len() < task.benches.len() || view::names_hidden(&task.test_command, &hidden) {
+        p.push_str("\nThe benchmarks and tests that judge the change are not shown.\n");
+    }
+    p.push_str("\nDo not edit the benchmark or test files");
+    if !task.protected.is_empty() {
+        p.push_str(&format!(", or any of these: {}", task.protected.join(", ")));
+    }
+    p.push_str(".\n");
     p
 }
 

@@ -54,7 +54,8 @@ pub async fn run_once(
 }
 
 /// Before the agent: its task file and script in the container, its setup commands (as
-/// root), and root's own copy of base's repository, which the diff is made with.
+/// root), root's own copy of base's repository, which the diff is made with, and the hidden
+/// parts of the task's image out of the container (see `view`).
 async fn set_up(
     sandbox: &Sandbox,
     agent: &Agent,
@@ -124,7 +125,8 @@ async fn set_up(
             copied.output
         );
     }
-    Ok(())
+    // What the agent must not see: the evaluation's hidden files and later commits.
+    super::view::hide(sandbox, task, AGENT_GIT).await
 }
 
 async fn drive(
