@@ -109,6 +109,8 @@ pub struct RunArgs {
     pub fail_under: Vec<String>,
     #[command(flatten)]
     pub gpu: GpuArgs,
+    #[command(flatten)]
+    pub disk: DiskArgs,
 }
 
 #[derive(Debug, Args)]
@@ -349,6 +351,8 @@ pub struct LocalArgs {
     pub settings: Settings,
     #[command(flatten)]
     pub gpu: GpuArgs,
+    #[command(flatten)]
+    pub disk: DiskArgs,
 }
 
 #[derive(Debug, Args)]
@@ -425,6 +429,19 @@ pub struct OptAtKArgs {
     pub ci: CiArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
+    #[command(flatten)]
+    pub disk: DiskArgs,
+}
+
+/// The disk check before a run's containers start.
+#[derive(Debug, Clone, Args)]
+pub struct DiskArgs {
+    /// Before starting containers, compare what they may hold (each container's
+    /// resources.disk, times the containers that may exist at once) with the free space of
+    /// Docker's data root and the results folder: `on` refuses a run that may not fit,
+    /// `off` says so and starts anyway.
+    #[arg(long, value_enum, default_value = "on", env = "HARNESS_DISK_CHECK")]
+    pub disk_check: crate::core::disk::DiskCheck,
 }
 
 /// GPU tasks and their telemetry.
@@ -569,6 +586,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                 json: a.json,
                 fail_under: a.fail_under,
                 gpu: a.gpu.options(),
+                disk_check: a.disk.disk_check,
                 verbosity,
             })
             .await
@@ -612,6 +630,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                     results_dir: a.results_dir,
                     settings: a.settings,
                     gpu: a.gpu.options(),
+                    disk_check: a.disk.disk_check,
                 },
                 verbosity,
             )
@@ -711,6 +730,7 @@ fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
         partition: a.common.partition.clone(),
         hacked_ids: a.hacked_ids.clone(),
         rollout_per_file: a.rollout_per_file,
+        disk_check: a.disk.disk_check,
     })
 }
 

@@ -471,3 +471,97 @@ fn opt_at_k_writes_junit_and_gates_its_exit_code() {
     assert!(xml.contains("type=\"error\""), "{xml}");
     assert!(containers_of_run("ci-error").is_empty());
 }
+
+/// A run whose containers may hold more than Docker's data root has free (one task asking
+/// `resources.disk = "100000g"`: 3 variants x up to 11 containers each) is refused before
+/// anything is built or started, naming both figures and what to change; `--disk-check
+/// off` says so and runs it.
+#[test]
+fn a_run_whose_containers_may_not_fit_on_disk_is_refused_before_it_starts() {
+    if !docker_available("a_run_whose_containers_may_not_fit_on_disk") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "huge-disk", SLOW, FAST, "");
+    let toml = ds.join("huge-disk/task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(
+        &toml,
+        text.replace("pids = 128\n", "pids = 128\ndisk = \"100000g\"\n"),
+    )
+    .unwrap();
+    let preds = tmp.path().join("p.jsonl");
+    predictions(&preds, &[("huge-disk", Some(&diff("mod.py", SLOW, FAST)))]);
+    let out = tmp.path().join("out");
+    let opt_at_k = |run_id: &str, extra: &[&str]| {
+        run(harness()
+            .args([
+                "opt-at-k",
+                "--model",
+                "test-model",
+                "--k",
+                "1",
+                "--run-id",
+                run_id,
+            ])
+            .args(extra)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--predictions")
+            .arg(&preds)
+            .arg("--results-dir")
+            .arg(&out)
+            .env_remove("HARNESS_DISK_CHECK"))
+    };
+
+    let o = opt_at_k("disk-refused", &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    for needle in [
+        "not enough free disk",
+        "on Docker's data root",
+        "is free",
+        "huge-disk: 3 variant(s) x up to 11 container(s) x resources.disk 100000.0 GiB",
+        "--replicas",
+        "--disk-check off",
+    ] {
+        assert!(err.contains(needle), "expected {needle:?} in: {err}");
+    }
+    assert!(containers_of_run("disk-refused").is_empty());
+    assert!(
+        !out.join("disk-refused/run.json").exists(),
+        "refused before run.json says a run began"
+    );
+    // The count follows --replicas: one container per variant.
+    let o = opt_at_k("disk-refused", &["--replicas", "1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("3 variant(s) x up to 1 container(s)"), "{err}");
+
+    // Off: a warning with the same figures, and the run goes ahead.
+    let o = opt_at_k(
+        "disk-off",
+        &[
+            "--disk-check",
+            "off",
+            "--replicas",
+            "1",
+            "--min-rounds",
+            "3",
+            "--max-rounds",
+            "3",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("not enough free disk") && err.contains("--disk-check off: starting anyway"),
+        "{err}"
+    );
+    assert!(
+        out.join("disk-off/test-model/huge-disk/0/report.json")
+            .is_file()
+    );
+    assert!(containers_of_run("disk-off").is_empty());
+}

@@ -260,6 +260,7 @@ pub struct LocalOptions {
     pub results_dir: PathBuf,
     pub settings: crate::core::settings::Settings,
     pub gpu: crate::sandbox::gpu::GpuOptions,
+    pub disk_check: crate::core::disk::DiskCheck,
 }
 
 /// `harness local`: one task by commit prefix, base, human and one patch judged three ways.
@@ -296,6 +297,7 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
         partition: None,
         hacked_ids: None,
         rollout_per_file: false,
+        disk_check: o.disk_check,
     })?;
     let outcome = crate::app::opt_at_k::run(&plan).await?;
     print!(

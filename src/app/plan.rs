@@ -39,6 +39,8 @@ pub struct RunPlan {
     pub hacked: Option<crate::core::gso::HackedIds>,
     /// `--rollout-per-file`.
     pub rollout_per_file: bool,
+    /// `--disk-check`: refuse (or only warn) when the run's containers may not fit on disk.
+    pub disk_check: crate::core::disk::DiskCheck,
 }
 
 /// The flags as given.
@@ -62,6 +64,8 @@ pub struct RawRunOptions {
     pub hacked_ids: Option<PathBuf>,
     /// `--rollout-per-file`.
     pub rollout_per_file: bool,
+    /// `--disk-check`.
+    pub disk_check: crate::core::disk::DiskCheck,
 }
 
 impl RunPlan {
@@ -151,6 +155,7 @@ impl RunPlan {
                 .map(crate::core::gso::load_hacked_ids)
                 .transpose()?,
             rollout_per_file: raw.rollout_per_file,
+            disk_check: raw.disk_check,
         })
     }
 }

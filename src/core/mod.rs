@@ -6,6 +6,7 @@ pub mod allocation;
 pub mod compare;
 pub mod cpuset;
 pub mod dataset;
+pub mod disk;
 pub mod digest;
 pub mod events;
 pub mod fingerprint;

@@ -206,6 +206,47 @@ fn merged(text: &str, mut spans: Vec<Range<usize>>) -> Vec<Range<usize>> {
     out
 }
 
+/// `text` with git's C-style quoting of names undone: `\NNN` (octal) and `\t`, `\n`, `\"`,
+/// `\\`... read as the bytes they stand for (bytes that do not make UTF-8 are replaced).
+fn c_unquoted(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 1 < bytes.len() {
+            let octal = bytes
+                .get(i + 1..i + 4)
+                .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+            if let Some(d) = octal {
+                let v = d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
+                out.push((v & 0xff) as u8);
+                i += 4;
+                continue;
+            }
+            let escaped = match bytes[i + 1] {
+                b'a' => Some(7),
+                b'b' => Some(8),
+                b't' => Some(b'\t'),
+                b'n' => Some(b'\n'),
+                b'v' => Some(11),
+                b'f' => Some(12),
+                b'r' => Some(b'\r'),
+                b'"' => Some(b'"'),
+                b'\\' => Some(b'\\'),
+                _ => None,
+            };
+            if let Some(b) = escaped {
+                out.push(b);
+                i += 2;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// `text` with every form of every secret value, and every piece of one (see [`PIECE`]),
 /// replaced by `***`.
 pub fn redact(text: &str, secrets: &[(String, String)]) -> String {
@@ -230,16 +271,17 @@ pub fn redact(text: &str, secrets: &[(String, String)]) -> String {
 }
 
 /// The name of the first secret `patch` holds: a form of `secret_forms` or a piece of one
-/// (see [`PIECE`]), as written, URL-decoded, or split into pieces by characters that are not
-/// letters or digits (quotes, `+`, spaces, line breaks and the diff's own markers).
+/// (see [`PIECE`]), as written, URL-decoded, with git's quoting of file names undone (a name
+/// with control characters is written `"a\001b"`), or split into pieces by characters that
+/// are not letters or digits (quotes, `+`, spaces, line breaks and the diff's own markers).
 pub fn secret_in<'a>(patch: &str, secrets: &'a [(String, String)]) -> Option<&'a str> {
-    let unescaped = percent_decoded(patch);
+    let texts = [patch.to_string(), percent_decoded(patch), c_unquoted(patch)];
     secrets.iter().find_map(|(name, v)| {
         if v.is_empty() {
             return None;
         }
         let p = Patterns::of(v);
-        let found = !p.spans(patch).is_empty() || !p.spans(&unescaped).is_empty();
+        let found = texts.iter().any(|t| !p.spans(t).is_empty());
         found.then_some(name.as_str())
     })
 }
@@ -326,5 +368,20 @@ mod tests {
         let s = vec![("K".to_string(), "clé-très-secrète-42".to_string())];
         let out = redact("v=clé-très-secrète-42 and très-secrète", &s);
         assert_eq!(out, "v=*** and ***");
+    }
+
+    /// git writes a file name with control characters C-quoted (`\001`, `\t`): a key with
+    /// one between each character, named as a file, is read back from git's quoting.
+    #[test]
+    fn a_key_in_a_file_name_quoted_by_git_is_refused() {
+        let key = "test-secret-7f3a9c1e";
+        let s = vec![("KEY".to_string(), key.to_string())];
+        let name: String = key.chars().map(|c| format!("{c}\\001")).collect();
+        let patch = format!(
+            "diff --git \"a/{name}\" \"b/{name}\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/{name}\"\n@@ -0,0 +1 @@\n+x\n"
+        );
+        assert_eq!(secret_in(&patch, &s), Some("KEY"), "{patch}");
+        let tabbed: String = key.chars().map(|c| format!("{c}\\t")).collect();
+        assert_eq!(secret_in(&format!("+++ \"b/{tabbed}\"\n"), &s), Some("KEY"));
     }
 }

@@ -19,6 +19,8 @@ pub struct BatchOptions {
     pub json: bool,
     pub fail_under: Vec<String>,
     pub gpu: crate::sandbox::gpu::GpuOptions,
+    /// `--disk-check`, for every entry.
+    pub disk_check: crate::core::disk::DiskCheck,
     pub verbosity: Verbosity,
 }
 
@@ -97,6 +99,7 @@ fn entry_plan(
         partition: None,
         hacked_ids: None,
         rollout_per_file: false,
+        disk_check: o.disk_check,
     })
 }
 

@@ -1,5 +1,6 @@
 //! The main job: a validated plan in, a finished run folder and its summary out.
 
+mod disk;
 mod execute;
 mod signals;
 mod work;
@@ -143,6 +144,8 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     let machine = Machine::prepare(plan, &tasks, events).await?;
     let run_dir = open_run_dir(plan)?;
     let planned = plan_work(plan, &tasks, &chosen, &machine, &run_dir, &mut warnings).await?;
+    // Before any container of the run starts, and before run.json says a run began.
+    disk::check(plan, &machine, &planned.work, events).await?;
     emit(
         events,
         Event::Planned {
