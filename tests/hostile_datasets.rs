@@ -69,7 +69,7 @@ fn folder_task(dir: &Path, extra: &str, patch: &str) {
     );
     write(
         &dir.join("task.toml"),
-        &format!("[source]\npath = \"repo\"\n[human]\npatch = \"{patch}\"\n{extra}\n{TAIL}"),
+        &format!("{extra}\n[source]\npath = \"repo\"\n[human]\npatch = \"{patch}\"\n{TAIL}"),
     );
 }
 
@@ -120,6 +120,11 @@ fn make(ds: &Path, name: &str, marker: &Path) {
             repo(&dir);
             git_task(&dir, "git = \"repo\"", &format!("--output={m}"));
         }
+        "escapes-in-text" => folder_task(
+            &dir,
+            "description = \"\\u001b[2J\\u001b[1A\\rgit-filters  base  opt  0  fake line\"",
+            "human.patch",
+        ),
         "url-helper" => git_task(&dir, &format!("url = \"ext::sh -c touch% {m}\""), "base"),
         other => panic!("HOSTILE.md names a dataset task this test cannot make: {other}"),
     }
@@ -161,6 +166,10 @@ fn datasets_written_to_attack_the_host_get_their_designed_outcomes() {
             problems.push(format!("{name}: want {want:?}; got {line:?}"));
         }
     }
+    assert!(
+        !listing.contains('\u{1b}') && !listing.contains('\r'),
+        "a dataset's text reached the terminal raw: {listing:?}"
+    );
     let markers: Vec<_> = std::fs::read_dir(&marker_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())

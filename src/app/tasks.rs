@@ -226,8 +226,10 @@ pub fn short(hash: &str) -> &str {
     }
 }
 
-/// `harness tasks`: every task with its commits, GPUs and description.
+/// `harness tasks`: every task with its commits, GPUs and description. A dataset's text
+/// (descriptions, commit spellings, git's messages, folder names) is shown, never obeyed.
 pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
+    use crate::core::text::for_terminal as shown;
     let mut out = String::new();
     let (all, problems) = all_commits(dataset, cache_dir);
     let width = all.iter().map(|(id, _)| id.len()).max().unwrap_or(8).max(8);
@@ -239,17 +241,17 @@ pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
         let task = &dataset.tasks[id];
         out.push_str(&format!(
             "{id:<width$}  {:<12}  {:<12}  {:<4}  {}\n",
-            short(&c.base),
-            short(&c.human),
+            shown(short(&c.base)),
+            shown(short(&c.human)),
             task.resources.gpus,
-            task.description
+            shown(&task.description)
         ));
     }
     for p in problems {
-        out.push_str(&format!("cannot list: {p}\n"));
+        out.push_str(&format!("cannot list: {}\n", shown(&p)));
     }
     for (name, why) in &dataset.invalid {
-        out.push_str(&format!("invalid task {name}: {why}\n"));
+        out.push_str(&format!("invalid task {}: {}\n", shown(name), shown(why)));
     }
     out
 }
