@@ -252,7 +252,6 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
         .filter(|c| c.trim() != "git clean -xfd")
         .map(|c| posix(c))
         .collect();
-    let summary = r.gt_commit_message.lines().next().unwrap_or("").trim();
     // GSO's tests, root-owned and read-only.
     let files: Table = (0..n)
         .map(|i| {
@@ -294,7 +293,9 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
         ("instance_id", T::from(r.instance_id.as_str())),
         (
             "description",
-            T::from(format!("GSO {} {}: {summary}", r.repo, r.api)),
+            // Not the human commit's message: an agent's prompt holds the description, and
+            // the message says what the fix is.
+            T::from(format!("GSO {}: make {} faster", r.repo, r.api)),
         ),
         // GSO's prebuilt instance image, used as it is.
         (
@@ -518,6 +519,7 @@ mod tests {
         assert_eq!(task.replicas, None, "no key came from the row");
         assert_eq!(task.measure_max_seconds, 900.0);
         assert!(task.description.contains("[measure]"));
+        assert!(!task.description.contains("[env]"), "no commit message");
 
         let mut failing = row.clone();
         failing["instance_id"] = serde_json::json!("Owner__Repo-none");
