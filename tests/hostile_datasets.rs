@@ -125,6 +125,75 @@ fn make(ds: &Path, name: &str, marker: &Path) {
             "description = \"\\u001b[2J\\u001b[1A\\rgit-filters  base  opt  0  fake line\"",
             "human.patch",
         ),
+        "patch-writes-git-config" => {
+            // git apply refuses `.git/config`; `patch` (the fallback) writes it, and the
+            // tree's .gitattributes names the filter it would define.
+            write(&dir.join("repo/m.py"), "a\n");
+            write(&dir.join("repo/.gitattributes"), "* filter=x\n");
+            write(
+                &dir.join("human.patch"),
+                &format!(
+                    "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n--- /dev/null\n+++ b/.git/config\n@@ -0,0 +1,2 @@\n+[filter \"x\"]\n+\tclean = \"touch {m}; cat\"\n"
+                ),
+            );
+            write(
+                &dir.join("task.toml"),
+                &format!("[source]\npath = \"repo\"\n[human]\npatch = \"human.patch\"\n{TAIL}"),
+            );
+        }
+        "gitdir-bundle" => {
+            let victim = marker.parent().unwrap().with_file_name("victim");
+            write(
+                &dir.join("repo.bundle"),
+                &format!("gitdir: {}/.git\n", victim.display()),
+            );
+            git_task(&dir, "git = \"repo.bundle\"", "HEAD");
+        }
+        "objects-link" => {
+            let victim = marker.parent().unwrap().with_file_name("victim");
+            std::fs::create_dir_all(dir.join("repo")).unwrap();
+            std::fs::copy(victim.join(".git/HEAD"), dir.join("repo/HEAD")).unwrap();
+            for top in ["objects", "refs"] {
+                std::os::unix::fs::symlink(
+                    victim.join(".git").join(top),
+                    dir.join("repo").join(top),
+                )
+                .unwrap();
+            }
+            git_task(&dir, "git = \"repo\"", "HEAD");
+        }
+        "unresolvable-path" => {
+            // Two links, each 14 folders of 250 characters down: the kernel opens
+            // s1/s2/../../.. but no real path can name it (past PATH_MAX).
+            std::fs::create_dir_all(&dir).unwrap();
+            let name = "a".repeat(250);
+            let chain = vec![name.as_str(); 14].join("/");
+            std::fs::create_dir_all(dir.join(&chain)).unwrap();
+            std::os::unix::fs::symlink(&chain, dir.join("s1")).unwrap();
+            // The second chain below the first: made relative to it (the whole path is past
+            // PATH_MAX).
+            sh(
+                &dir.join(&chain),
+                &format!("mkdir -p {chain} && ln -s {chain} s2"),
+            );
+            let up = "../".repeat(28 + dir.components().count());
+            folder_task(
+                &dir,
+                &format!("[image.files]\n\"/x\" = \"s1/s2/{up}etc/hostname\""),
+                "human.patch",
+            );
+        }
+        "toml-link" => {
+            std::fs::create_dir_all(&dir).unwrap();
+            let secret = marker.parent().unwrap().with_file_name("secret.txt");
+            std::fs::write(&secret, "TOKEN=hunter2-not-a-task\n").unwrap();
+            std::os::unix::fs::symlink(&secret, dir.join("task.toml")).unwrap();
+        }
+        "image-newline" => folder_task(
+            &dir,
+            "[image]\nbase = \"harness-base:bookworm\\nRUN touch /x\"",
+            "human.patch",
+        ),
         "url-helper" => git_task(&dir, &format!("url = \"ext::sh -c touch% {m}\""), "base"),
         other => panic!("HOSTILE.md names a dataset task this test cannot make: {other}"),
     }
@@ -138,6 +207,13 @@ fn datasets_written_to_attack_the_host_get_their_designed_outcomes() {
     std::fs::create_dir_all(&marker_dir).unwrap();
     let rows = expected();
     assert!(rows.len() >= 6, "HOSTILE.md lists the dataset part");
+    // A repository of the host's that some tasks try to read as their own.
+    let victim = work.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    sh(
+        &victim,
+        &format!("git init -q . && echo private > v.txt && git add -A && {COMMIT} victim"),
+    );
     for (name, _) in &rows {
         make(&ds, name, &marker_dir.join(name));
     }
@@ -170,6 +246,11 @@ fn datasets_written_to_attack_the_host_get_their_designed_outcomes() {
         !listing.contains('\u{1b}') && !listing.contains('\r'),
         "a dataset's text reached the terminal raw: {listing:?}"
     );
+    assert!(
+        !listing.contains("hunter2"),
+        "a host file's text was shown: {listing}"
+    );
+
     let markers: Vec<_> = std::fs::read_dir(&marker_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -208,20 +208,24 @@ pub fn run_folders(path: &Path) -> Result<Vec<PathBuf>> {
     }
     let has_run = |p: &PathBuf| p.join(crate::core::results::names::RUN_JSON).is_file();
     let mut found = Vec::new();
-    let subs: Vec<PathBuf> = std::fs::read_dir(path)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    for sub in subs {
+    // Folders only, never links: a part folder that links elsewhere would bring another
+    // place's files into what is read (and merged).
+    let real_dirs = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for sub in real_dirs(path) {
         if has_run(&sub) {
             found.push(sub);
-        } else if let Ok(entries) = std::fs::read_dir(&sub) {
+        } else {
             // A fan-out folder keeps its parts one level further down (`parts/`).
-            found.extend(
-                entries
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(has_run),
-            );
+            found.extend(real_dirs(&sub).into_iter().filter(has_run));
         }
     }
     found.sort();

@@ -154,8 +154,14 @@ fn commit(repo: &Path, message: &str) -> Result<String> {
     Ok(git(repo, &["rev-parse", "HEAD"])?.trim().to_string())
 }
 
+/// git on the work tree `repo` with its repository beside it (`../git`), never inside it: a
+/// human patch applied by `patch` (which, unlike git apply, writes `.git/config`) could
+/// otherwise give git a filter to run.
 fn git(repo: &Path, args: &[&str]) -> Result<String> {
+    let git_dir = repo.with_file_name("git");
     let out = crate::sandbox::host_git::command(Some(repo))
+        .arg(format!("--git-dir={}", git_dir.display()))
+        .arg(format!("--work-tree={}", repo.display()))
         .args(["-c", "core.fileMode=true"])
         .args(args)
         .envs(IDENTITY)

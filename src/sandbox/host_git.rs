@@ -72,6 +72,10 @@ pub fn import_folder(path: &Path, cache_dir: &Path) -> Result<PathBuf> {
     key.update(path.as_os_str().as_encoded_bytes());
     for (rel, meta) in &files {
         use std::os::unix::fs::MetadataExt;
+        // References by content (small); objects are named by theirs.
+        if !rel.starts_with("objects/") {
+            key.update(std::fs::read(git_dir.join(rel)).unwrap_or_default());
+        }
         key.update(
             format!(
                 "\0{rel}\0{}\0{}.{}",
@@ -158,6 +162,14 @@ fn repository_files(git_dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>> 
         }
     }
     for top in ["refs", "objects"] {
+        match std::fs::symlink_metadata(git_dir.join(top)) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!(
+                "{}: {top} is not a folder (a link to another repository is not followed)",
+                git_dir.display()
+            ),
+            Err(_) => continue,
+        }
         let mut stack = vec![top.to_string()];
         while let Some(rel) = stack.pop() {
             let dir = git_dir.join(&rel);

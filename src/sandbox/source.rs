@@ -245,6 +245,20 @@ fn local_git(path: &Path, cache_dir: &Path) -> Result<PathBuf> {
     if path.is_dir() {
         return host_git::import_folder(path, cache_dir);
     }
+    // Only a bundle: git also clones a text file `gitdir: PATH` as the repository it
+    // names, anywhere on the host.
+    let mut head = [0u8; 16];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    if !(head[..read].starts_with(b"# v2 git bundle")
+        || head[..read].starts_with(b"# v3 git bundle"))
+    {
+        bail!(
+            "{}: source.git names a file that is not a git bundle (a folder or a bundle only)",
+            path.display()
+        );
+    }
     let canonical = path
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", path.display()))?;

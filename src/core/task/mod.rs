@@ -205,6 +205,15 @@ impl Task {
     /// Loads and validates `<dir>/task.toml`.
     pub fn load(dir: &Path) -> Result<Task> {
         let toml_path = dir.join("task.toml");
+        // The file itself, never a link: its text is quoted in parse errors.
+        let meta = std::fs::symlink_metadata(&toml_path)
+            .with_context(|| format!("{}: cannot read", toml_path.display()))?;
+        if !meta.is_file() {
+            bail!(
+                "{}: not a regular file (a task.toml that is a link is not read)",
+                toml_path.display()
+            );
+        }
         let text = std::fs::read_to_string(&toml_path)
             .with_context(|| format!("{}: cannot read", toml_path.display()))?;
         Task::parse(dir, &toml_path, &text)

@@ -236,8 +236,25 @@ fn image(
         (Source::Image { image }, None) => image.clone(),
         (_, base) => base.unwrap_or_else(|| DEFAULT_BASE_IMAGE.to_string()),
     };
+    let field = if matches!(source, Source::Image { .. }) {
+        "source.image"
+    } else {
+        "image.base"
+    };
     if base_image.trim().is_empty() {
-        return Err(field_err("image.base", "is empty".into()));
+        return Err(field_err(field, "is empty".into()));
+    }
+    // It is written into a Dockerfile's FROM line: an image reference and nothing more.
+    let reference = base_image.len() <= 512
+        && !base_image.starts_with('-')
+        && base_image
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
+    if !reference {
+        return Err(field_err(
+            field,
+            format!("{base_image:?} is not an image reference (letters, digits and ._-/:@)"),
+        ));
     }
     let files = image_files(dir, raw.files, field_err)?;
     let setup_timeout = duration(

@@ -19,9 +19,16 @@ pub fn inside(dir: &Path, given: &str) -> std::result::Result<PathBuf, String> {
     if OUTSIDE_ALLOWED.load(Ordering::Relaxed) {
         return Ok(path);
     }
+    if matches!(std::fs::symlink_metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Ok(path); // missing: the caller says so with its own message
+    }
+    // Whatever cannot be resolved is refused: links can make a path that the kernel opens
+    // but realpath cannot name (past PATH_MAX), and it may lead anywhere.
     let (Ok(real_dir), Ok(real)) = (dir.canonicalize(), path.canonicalize()) else {
-        // Missing: the caller says so with its own message.
-        return Ok(path);
+        return Err(format!(
+            "{given:?} cannot be resolved to a path inside the task's folder (refused)"
+        ));
     };
     if real.starts_with(&real_dir) {
         Ok(path)
