@@ -128,6 +128,19 @@ pub struct CompareArgs {
     /// otherwise: their timings and verdicts do not compare).
     #[arg(long)]
     pub allow_mixed: bool,
+    /// The standard deviation of a run's log speedup between runs of the same code on one
+    /// machine, added to every task's interval (measure yours with
+    /// scripts/validate_compare.py; 0 gives the within-run interval alone, which calls
+    /// identical code faster or slower far more often than 5%).
+    #[arg(long, value_name = "SD", default_value_t = crate::core::compare::BETWEEN_RUN_SD, value_parser = between_run_sd)]
+    pub between_run_sd: f64,
+}
+
+fn between_run_sd(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{text:?} is not a standard deviation in [0, 1)")),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -685,6 +698,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             html: a.html,
             json: a.json,
             allow_mixed: a.allow_mixed,
+            between_run_sd: a.between_run_sd,
         }),
         Command::Merge(a) => merge::command(&a.run_dirs, &a.out, a.json, &a.ci.options()),
         Command::Doctor(a) => {

@@ -95,7 +95,11 @@ pub fn page(report: &BatchReport, batch_dir: &Path) -> String {
         .filter(|d| d.join(names::RUN_JSON).is_file())
         .collect();
     if runs.len() >= 2 {
-        match crate::app::compare::compare_folders(&runs, false) {
+        match crate::app::compare::compare_folders(
+            &runs,
+            false,
+            crate::core::compare::BETWEEN_RUN_SD,
+        ) {
             Ok(c) => body.push_str(&crate::app::compare::html::body(&c)),
             Err(e) => {
                 let _ = write!(

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
 use crate::core::compare::{
-    RankFigure, TaskComparison, TaskEntry, Winner, compare_task, rank_by_opt,
+    CompareRule, RankFigure, TaskComparison, TaskEntry, Winner, compare_task, rank_by_opt,
 };
 use crate::core::results::{RunDir, names};
 use crate::core::stats::derive_seed;
@@ -28,6 +28,9 @@ pub struct CompareOptions {
     pub json: bool,
     /// Compare runs from different machines or criteria anyway.
     pub allow_mixed: bool,
+    /// The spread of a run's log speedup between runs of the same code
+    /// (`core::compare::BETWEEN_RUN_SD` unless set).
+    pub between_run_sd: f64,
 }
 
 /// One run as a contender.
@@ -100,6 +103,8 @@ pub struct Comparison {
     pub contenders: Vec<Contender>,
     pub shared_instances: Vec<String>,
     pub confidence: f64,
+    /// The spread between runs each task's interval was widened by.
+    pub between_run_sd: f64,
     pub tasks: Vec<TaskRow>,
     pub tallies: Vec<Tally>,
     pub differences: Vec<Difference>,
@@ -122,7 +127,7 @@ impl Comparison {
 
 pub fn command(o: CompareOptions) -> Result<i32> {
     let runs = expand(&o.run_dirs)?;
-    let comparison = compare_folders(&runs, o.allow_mixed)?;
+    let comparison = compare_folders(&runs, o.allow_mixed, o.between_run_sd)?;
     if let Some(path) = &o.html {
         crate::core::results::write_atomic(path, html::page(&comparison).as_bytes())
             .with_context(|| format!("{}: cannot write", path.display()))?;
@@ -142,7 +147,11 @@ pub fn command(o: CompareOptions) -> Result<i32> {
 }
 
 /// The comparison of run folders, read from disk.
-pub fn compare_folders(runs: &[PathBuf], allow_mixed: bool) -> Result<Comparison> {
+pub fn compare_folders(
+    runs: &[PathBuf],
+    allow_mixed: bool,
+    between_run_sd: f64,
+) -> Result<Comparison> {
     if runs.len() < 2 {
         bail!(
             "compare needs at least two run folders (or a batch folder holding two); got {}",
@@ -156,7 +165,7 @@ pub fn compare_folders(runs: &[PathBuf], allow_mixed: bool) -> Result<Comparison
                 .with_context(|| format!("{}: not a run folder that can be read", dir.display()))
         })
         .collect::<Result<Vec<_>>>()?;
-    compare(runs, &summaries, allow_mixed)
+    compare(runs, &summaries, allow_mixed, between_run_sd)
 }
 
 /// Run folders from the arguments: a run folder as it is, a folder without run.json (a
@@ -202,16 +211,37 @@ fn run_folders_under(dir: &Path, depth: usize) -> Vec<PathBuf> {
     out
 }
 
-/// Labels that tell the runs apart: the model, with the run id when a model appears twice.
-fn labels(summaries: &[Summary]) -> Vec<String> {
+/// Labels that tell the runs apart: the model; with the run id when a model appears twice;
+/// with the run's folder and start time when the run id does too (two runs under one id in
+/// different results folders).
+fn labels(runs: &[PathBuf], summaries: &[Summary]) -> Vec<String> {
+    let folder = |dir: &PathBuf| {
+        dir.parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| dir.display().to_string())
+    };
     summaries
         .iter()
-        .map(|s| {
+        .zip(runs)
+        .map(|(s, dir)| {
             let same_model = summaries
                 .iter()
                 .filter(|o| o.info.model == s.info.model)
                 .count();
-            if same_model > 1 {
+            let same_id = summaries
+                .iter()
+                .filter(|o| o.info.model == s.info.model && o.info.run_id == s.info.run_id)
+                .count();
+            if same_id > 1 {
+                format!(
+                    "{} ({} in {}, started {})",
+                    s.info.model,
+                    s.info.run_id,
+                    folder(dir),
+                    s.info.started_at
+                )
+            } else if same_model > 1 {
                 format!("{} ({})", s.info.model, s.info.run_id)
             } else {
                 s.info.model.clone()
@@ -266,8 +296,13 @@ fn differences(summaries: &[Summary]) -> Vec<Difference> {
 }
 
 /// The comparison of the runs (already summarised, in argument order).
-pub fn compare(runs: &[PathBuf], summaries: &[Summary], allow_mixed: bool) -> Result<Comparison> {
-    let labels = labels(summaries);
+pub fn compare(
+    runs: &[PathBuf],
+    summaries: &[Summary],
+    allow_mixed: bool,
+    between_run_sd: f64,
+) -> Result<Comparison> {
+    let labels = labels(runs, summaries);
     let differences = differences(summaries);
     let mut notes = Vec::new();
     let mixed: Vec<&Difference> = differences
@@ -327,7 +362,7 @@ pub fn compare(runs: &[PathBuf], summaries: &[Summary], allow_mixed: bool) -> Re
     let rule = &summaries[0].info.decision_rule;
     let tasks: Vec<TaskRow> = shared
         .iter()
-        .map(|id| task_row(runs, summaries, id))
+        .map(|id| task_row(runs, summaries, id, between_run_sd))
         .collect();
     let opt: Vec<Vec<bool>> = (0..summaries.len())
         .map(|c| tasks.iter().map(|t| t.outcomes[c].opt_commit).collect())
@@ -360,6 +395,7 @@ pub fn compare(runs: &[PathBuf], summaries: &[Summary], allow_mixed: bool) -> Re
         contenders,
         shared_instances: shared,
         confidence: rule.confidence,
+        between_run_sd,
         tallies: tallies(summaries.len(), &tasks),
         tasks,
         differences,
@@ -395,7 +431,7 @@ fn tallies(n: usize, tasks: &[TaskRow]) -> Vec<Tally> {
 }
 
 /// Each contender's representative sample on one task, and every pair compared.
-fn task_row(runs: &[PathBuf], summaries: &[Summary], id: &str) -> TaskRow {
+fn task_row(runs: &[PathBuf], summaries: &[Summary], id: &str, between_run_sd: f64) -> TaskRow {
     let mut entries = Vec::new();
     let mut outcomes = Vec::new();
     let mut benches = Vec::new();
@@ -447,6 +483,12 @@ fn task_row(runs: &[PathBuf], summaries: &[Summary], id: &str) -> TaskRow {
         });
     }
     let rule = &summaries[0].info.decision_rule;
+    let compare_rule = CompareRule {
+        estimator: rule.figure(),
+        confidence: rule.confidence,
+        resamples: rule.resamples,
+        between_run_sd,
+    };
     let mut pairs = Vec::new();
     for first in 0..entries.len() {
         for second in first + 1..entries.len() {
@@ -458,9 +500,7 @@ fn task_row(runs: &[PathBuf], summaries: &[Summary], id: &str) -> TaskRow {
                 &entries[first],
                 &entries[second],
                 &benches,
-                rule.figure(),
-                rule.confidence,
-                rule.resamples,
+                &compare_rule,
                 seed,
             );
             pairs.push(PairResult {

@@ -11,9 +11,17 @@ pub fn render(c: &Comparison) -> String {
         c.contenders.len(),
         c.shared_instances.len()
     );
+    // As wide as the longest label: labels are what tell two runs of one id apart.
+    let w = c
+        .contenders
+        .iter()
+        .map(|ct| ct.label.chars().count())
+        .max()
+        .unwrap_or(3)
+        .clamp(3, 100);
     let _ = writeln!(
         out,
-        "{:<5} {:<14} {:<34} {:>8} {:>14} {:>10} {:>8}",
+        "{:<5} {:<14} {:<w$} {:>8} {:>14} {:>10} {:>8}",
         "rank", "rank interval", "run", "Opt@K", "shared opt", "P(first)", "pass@1"
     );
     for i in c.by_rank() {
@@ -28,18 +36,23 @@ pub fn render(c: &Comparison) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<5} {:<14} {:<34} {:>7.2}% {:>14} {:>10} {:>7.2}%",
+            "{:<5} {:<14} {:<w$} {:>7.2}% {:>14} {:>10} {:>7.2}%",
             rank,
             interval,
-            truncate(&ct.label, 34),
+            truncate(&ct.label, w),
             ct.opt_at_k,
             format!("{}/{}", ct.shared_opt_commit, c.shared_instances.len()),
             first,
             ct.pass_at_k.first().copied().unwrap_or(0.0) * 100.0
         );
     }
-    out.push_str(
-        "\nPer task (A over B: A's speedup over its base divided by B's, 95% interval):\n",
+    let _ = writeln!(
+        out,
+        "\nPer task (A over B: A's speedup over its base divided by B's; {:.0}% interval \
+         with a spread of {:.1}% between runs of the same code added, so a \"faster\" is one \
+         a second run would not undo):",
+        c.confidence * 100.0,
+        c.between_run_sd * 100.0
     );
     for t in &c.tasks {
         for p in &t.pairs {
