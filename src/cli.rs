@@ -32,6 +32,17 @@ pub struct Cli {
     /// otherwise read any file of this machine into its image.
     #[arg(long, global = true, env = "HARNESS_ALLOW_OUTSIDE_TASK_PATHS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::FalseyValueParser::new())]
     pub allow_outside_task_paths: bool,
+    /// A variable a task's `[env] pass` may take from this environment (repeat it, or a
+    /// comma-separated list in HARNESS_PASS_ENV): a dataset only asks; without this no
+    /// variable of yours reaches its containers.
+    #[arg(
+        long = "pass-env",
+        value_name = "NAME",
+        global = true,
+        env = "HARNESS_PASS_ENV",
+        value_delimiter = ','
+    )]
+    pub pass_env: Vec<String>,
 }
 
 /// Parses the command line like clap's `Parser::parse`, except that a usage error exits 1
@@ -564,6 +575,7 @@ pub struct ReportArgs {
 /// (the first that applies in the order 130/143, 1, 2).
 pub async fn main_with(cli: Cli) -> i32 {
     crate::core::task::allow_outside_paths(cli.allow_outside_task_paths);
+    crate::core::task::allow_pass_env(cli.pass_env.clone());
     let verbosity = if cli.quiet {
         Verbosity::Quiet
     } else if cli.verbose {

@@ -138,6 +138,7 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     let secret = "hf_harness_test_0123456789abcdef";
     let out = run(harness()
         .env("HF_TOKEN", secret)
+        .env("HARNESS_PASS_ENV", "HF_TOKEN")
         .args([
             "opt-at-k",
             "--model",

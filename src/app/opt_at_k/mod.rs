@@ -114,6 +114,17 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     for w in select_warnings {
         warnings.push(w);
     }
+    for task in &selected {
+        let (_, refused) = crate::core::task::allowed_env(&task.env_pass);
+        if !refused.is_empty() {
+            warnings.push(format!(
+                "task {}: asks for {} from this environment; not passed (allow with --pass-env {})",
+                task.id,
+                refused.join(", "),
+                refused.join(",")
+            ));
+        }
+    }
     let chosen = read_predictions(plan, &dataset, &selected, &mut warnings)?;
     let (tasks, partition) = match plan.partition {
         None => (selected, None),

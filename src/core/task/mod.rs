@@ -8,7 +8,7 @@ mod parse;
 mod raw;
 mod untrusted;
 
-pub use untrusted::allow_outside_paths;
+pub use untrusted::{allow_outside_paths, allow_pass_env, allowed_env};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -12,6 +12,28 @@ pub fn allow_outside_paths(allowed: bool) {
     OUTSIDE_ALLOWED.store(allowed, Ordering::Relaxed);
 }
 
+/// Set once by the command line (`--pass-env NAME`, `HARNESS_PASS_ENV`): the variables a
+/// task's `[env] pass` may take from the harness's environment. A dataset names what it
+/// asks for; only the user decides what leaves this process (a task with network could
+/// send a key anywhere).
+static PASS_ALLOWED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+pub fn allow_pass_env(names: Vec<String>) {
+    let _ = PASS_ALLOWED.set(names);
+}
+
+/// The names of `asked` the user allowed, and those it did not.
+pub fn allowed_env(asked: &[String]) -> (Vec<String>, Vec<String>) {
+    split_allowed(asked, PASS_ALLOWED.get().map(Vec::as_slice).unwrap_or(&[]))
+}
+
+fn split_allowed(asked: &[String], allowed: &[String]) -> (Vec<String>, Vec<String>) {
+    asked
+        .iter()
+        .cloned()
+        .partition(|n| allowed.iter().any(|a| a == n))
+}
+
 /// `dir.join(given)`, refused when it resolves (links followed) outside `dir`: a task could
 /// otherwise read any file the harness can (`/proc/self/environ`, keys) into its image.
 pub fn inside(dir: &Path, given: &str) -> std::result::Result<PathBuf, String> {
@@ -105,6 +127,23 @@ mod tests {
             assert!(check_url(bad).is_err(), "{bad:?}");
         }
         assert!(check_url("https://example.org/r.git").is_ok());
+    }
+
+    #[test]
+    fn only_the_variables_the_user_allows_are_passed() {
+        let asked = vec!["HF_TOKEN".to_string(), "AWS_SECRET_ACCESS_KEY".to_string()];
+        let (pass, refused) = split_allowed(&asked, &["HF_TOKEN".to_string()]);
+        assert_eq!(
+            (pass, refused),
+            (
+                vec!["HF_TOKEN".to_string()],
+                vec!["AWS_SECRET_ACCESS_KEY".to_string()]
+            )
+        );
+        assert!(
+            split_allowed(&asked, &[]).0.is_empty(),
+            "nothing unless allowed"
+        );
     }
 
     #[test]

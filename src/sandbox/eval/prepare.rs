@@ -122,10 +122,11 @@ async fn ready(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Fai
     Ok(())
 }
 
-/// The task's `[env] pass` variables that the harness's environment has (the others are left
-/// unset, as a shell would have them).
+/// The task's `[env] pass` variables that the user allowed (`--pass-env`) and the harness's
+/// environment has (the others are left unset, as a shell would have them).
 fn passed_env(task: &crate::core::task::Task) -> Vec<(String, String)> {
-    task.env_pass
+    crate::core::task::allowed_env(&task.env_pass)
+        .0
         .iter()
         .filter_map(|name| {
             std::env::var(name)
