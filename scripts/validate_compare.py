@@ -86,11 +86,13 @@ def one_run(work, dataset, name, preds_text, extra):
 
 
 def sample_seconds(run_dir, iid):
-    """The sample's mean wall time over its rounds (bench.json), summed over benches."""
+    """The sample's mean wall time per timed run (bench.json), summed over its benches."""
     bench = vm.load_json(os.path.join(run_dir, MODEL, iid, "0", "bench.json"))
+    label = bench.get("sample_variant") or "s0"
     total = 0.0
     for b in bench["benches"]:
-        xs = [v for r in b["rounds"] for k, v in r.items() if k not in ("base", "human") and v is not None]
+        xs = [r["wall_s"] for r in bench["runs"]
+              if r["variant"] == label and r["bench"] == b["name"] and not r.get("warmup") and r.get("wall_s")]
         total += statistics.mean(xs) if xs else 0.0
     return total
 
