@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import validate_measurement as vm  # noqa: E402
 
 MODEL = "aa"
+REUSE = False
 
 
 def task_dirs(dataset):
@@ -77,6 +78,8 @@ def rows(dataset, patch_for):
 
 def one_run(work, dataset, name, preds_text, extra):
     results = os.path.join(work, name)
+    if os.path.exists(os.path.join(results, "run", "run.json")) and REUSE:
+        return os.path.join(results, "run"), 0.0
     preds = os.path.join(work, name + ".jsonl")
     vm.write(preds, preds_text)
     t = time.time()
@@ -88,12 +91,16 @@ def one_run(work, dataset, name, preds_text, extra):
 def sample_seconds(run_dir, iid):
     """The sample's mean wall time per timed run (bench.json), summed over its benches."""
     bench = vm.load_json(os.path.join(run_dir, MODEL, iid, "0", "bench.json"))
-    label = bench.get("sample_variant") or "s0"
+    # A sample whose patch is human's shares human's figures (no runs of its own).
+    labels = {r["variant"] for r in bench["runs"]}
+    label = bench.get("sample_variant") if bench.get("sample_variant") in labels else "human"
     total = 0.0
     for b in bench["benches"]:
         xs = [r["wall_s"] for r in bench["runs"]
               if r["variant"] == label and r["bench"] == b["name"] and not r.get("warmup") and r.get("wall_s")]
-        total += statistics.mean(xs) if xs else 0.0
+        if not xs:
+            raise SystemExit(f"{run_dir}: {iid}: no timed runs of {label} for bench {b['name']}")
+        total += statistics.mean(xs)
     return total
 
 
@@ -114,9 +121,12 @@ def main():
     ap.add_argument("--levels", type=float, nargs="+", default=[0.10, 0.30])
     ap.add_argument("--harness-args", default="")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--work", default=None, help="a work folder of an earlier try: its finished runs are reused")
     a = ap.parse_args()
     extra = a.harness_args.split()
-    work = tempfile.mkdtemp(prefix="harness-compare.")
+    global REUSE
+    REUSE = bool(a.work)
+    work = a.work or tempfile.mkdtemp(prefix="harness-compare.")
     default_sd = float(subprocess.run([vm.BIN, "compare", "--help"], capture_output=True, text=True).stdout
                        .split("[default: ")[-1].split("]")[0])
     print(f"work folder: {work}; default between-run sd {default_sd}")
