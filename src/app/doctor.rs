@@ -542,7 +542,10 @@ pub async fn command(opts: DoctorOptions, json: bool) -> anyhow::Result<i32> {
             serde_json::to_string_pretty(&serde_json::json!({ "checks": checks }))?
         );
     } else {
-        print!("{}", render(&checks));
+        print!(
+            "{}",
+            crate::core::text::for_terminal_block(&render(&checks))
+        );
     }
     Ok(exit_code(&checks))
 }

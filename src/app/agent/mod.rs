@@ -373,7 +373,7 @@ pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosi
     let dataset = crate::core::dataset::Dataset::load(&o.dataset)?;
     let (tasks, warnings) = dataset.select(&o.instance_ids)?;
     for w in warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", crate::core::text::for_terminal(&w));
     }
     let out = o
         .out
@@ -402,7 +402,11 @@ pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosi
         batch.predictions.display()
     );
     for f in &batch.failures {
-        eprintln!("no patch: {f}");
+        // A failure's reason can hold the agent's own output: shown, never obeyed.
+        eprintln!(
+            "no patch: {}",
+            crate::core::text::for_terminal(&f.to_string())
+        );
     }
     Ok(if batch.failures.is_empty() { 0 } else { 1 })
 }
