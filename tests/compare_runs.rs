@@ -72,6 +72,7 @@ fn runs_of_the_same_patch_tie_and_a_slower_one_is_found() {
 
     let ab = compare(&a, &c);
     let pair = &ab["tasks"][0]["pairs"][0];
+    eprintln!("same vs slower: {}", pair["ratio"]);
     assert_eq!(
         pair["winner"], "first",
         "the slower variant is found: {ab:#}"
