@@ -561,6 +561,16 @@ def snapshot(cfg):
     return snap
 
 
+def free_bytes():
+    """Free space of the tree's file system (None when it cannot be read): a drop is a
+    reason for the disk watchdogs to count, never a verdict."""
+    try:
+        st = os.statvfs(TESTBED)
+        return st.f_bavail * st.f_frsize
+    except OSError:
+        return None
+
+
 def disk_usage(cfg):
     """Bytes the tree (with .git) and the sandbox user's home take on disk: the only places
     on the container's own, disk-backed file system it can write (see lock_root_fs)."""

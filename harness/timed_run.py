@@ -268,14 +268,6 @@ def exit_code(status):
     return os.WEXITSTATUS(status)
 
 
-def free_bytes():
-    try:
-        st = os.statvfs(guard.TESTBED)
-        return st.f_bavail * st.f_frsize
-    except OSError:
-        return None
-
-
 class Watchdog:
     """Watches a running command from a thread of this (root) process.
 
@@ -297,7 +289,7 @@ class Watchdog:
         self.checks = 0
         self.killed = 0
         self._stop = threading.Event()
-        self._free = free_bytes()
+        self._free = guard.free_bytes()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
@@ -316,7 +308,7 @@ class Watchdog:
                     self.flood = True
                     self._stop_user()
             if self.limit and self.base is not None and not self.disk_exceeded:
-                free = free_bytes()
+                free = guard.free_bytes()
                 if free is None or self._free is None or self._free - free <= self.limit - self.used:
                     continue
                 self.checks += 1

@@ -29,14 +29,6 @@ CHECK_S = 0.25
 WALK_EVERY_S = 10.0
 
 
-def free_bytes():
-    try:
-        st = os.statvfs(guard.TESTBED)
-        return st.f_bavail * st.f_frsize
-    except OSError:
-        return None
-
-
 class Watchdog:
     def __init__(self, cfg, limit):
         self.cfg, self.limit = cfg, limit
@@ -44,20 +36,20 @@ class Watchdog:
         self.used = 0
         self.exceeded = False
         self.killed = 0
-        self._free = free_bytes()
+        self._free = guard.free_bytes()
         self._walked = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def count(self):
         self.used = guard.disk_usage(self.cfg) - self.base
-        self._free = free_bytes()
+        self._free = guard.free_bytes()
         self._walked = time.monotonic()
         return self.used
 
     def _loop(self):
         while not self._stop.wait(CHECK_S):
-            free = free_bytes()
+            free = guard.free_bytes()
             dropped = free is not None and self._free is not None \
                 and self._free - free > self.limit - self.used
             if not dropped and time.monotonic() - self._walked < WALK_EVERY_S:
