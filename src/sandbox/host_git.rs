@@ -87,29 +87,49 @@ pub fn import_folder(path: &Path, cache_dir: &Path) -> Result<PathBuf> {
         );
     }
     let key = hex::encode(key.finalize());
+    cached(cache_dir, &format!("local-{}", &key[..16]), |copy| {
+        copy_repository(&git_dir, &files, copy)
+    })
+}
+
+/// `cache_dir/sources/name`, made by `make` in a temporary folder beside it and moved into
+/// place whole, unless it is there already.
+fn cached(cache_dir: &Path, name: &str, make: impl FnOnce(&Path) -> Result<()>) -> Result<PathBuf> {
     let sources = cache_dir.join("sources");
-    let dest = sources.join(format!("local-{}", &key[..16]));
+    let dest = sources.join(name);
     if dest.join("HEAD").is_file() {
         return Ok(dest);
     }
     std::fs::create_dir_all(&sources)
         .with_context(|| format!("{}: cannot create", sources.display()))?;
     let tmp = tempfile::Builder::new()
-        .prefix(".import")
+        .prefix(".fetch")
         .tempdir_in(&sources)
-        .context("cannot make a temporary folder for a repository copy")?;
-    let copy = tmp.path().join("repo");
-    let format = object_format(&git_dir);
+        .context("cannot make a temporary folder for a repository")?;
+    let made = tmp.path().join("repo");
+    make(&made)?;
+    std::fs::rename(&made, &dest)
+        .with_context(|| format!("{}: cannot move into place", dest.display()))?;
+    Ok(dest)
+}
+
+/// A fresh bare repository at `copy` holding `files` of `git_dir`.
+fn copy_repository(
+    git_dir: &Path,
+    files: &[(String, std::fs::Metadata)],
+    copy: &Path,
+) -> Result<()> {
+    let format = object_format(git_dir);
     let init = command(None)
         .args(["init", "-q", "--bare", "--template="])
         .arg(format!("--object-format={format}"))
-        .arg(&copy)
+        .arg(copy)
         .output()
         .context("cannot run git on the host (is it installed?)")?;
     if !init.status.success() {
         bail!("git init: {}", String::from_utf8_lossy(&init.stderr).trim());
     }
-    for (rel, _) in &files {
+    for (rel, _) in files {
         let to = copy.join(rel);
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent)
@@ -118,9 +138,7 @@ pub fn import_folder(path: &Path, cache_dir: &Path) -> Result<PathBuf> {
         std::fs::copy(git_dir.join(rel), &to)
             .with_context(|| format!("{}: cannot copy", git_dir.join(rel).display()))?;
     }
-    std::fs::rename(&copy, &dest)
-        .with_context(|| format!("{}: cannot move the copy into place", dest.display()))?;
-    Ok(dest)
+    Ok(())
 }
 
 fn git_dir_of(path: &Path) -> Result<PathBuf> {
@@ -200,37 +218,26 @@ fn repository_files(git_dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>> 
 /// A bundle file or URL, cloned bare into `cache_dir` once.
 pub fn clone(source: &str, cache_dir: &Path) -> Result<PathBuf> {
     let key = hex::encode(Sha256::digest(source.as_bytes()));
-    let sources = cache_dir.join("sources");
-    let dest = sources.join(&key[..16]);
-    if dest.join("HEAD").is_file() {
-        return Ok(dest);
-    }
-    std::fs::create_dir_all(&sources)
-        .with_context(|| format!("{}: cannot create", sources.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".clone")
-        .tempdir_in(&sources)
-        .context("cannot make a temporary folder for a clone")?;
-    let out = command(None)
-        .args([
-            "clone",
-            "--quiet",
-            "--bare",
-            "--no-local",
-            "--template=",
-            "--",
-        ])
-        .arg(source)
-        .arg(tmp.path().join("repo"))
-        .output()
-        .context("cannot run git on the host (is it installed?)")?;
-    if !out.status.success() {
-        bail!(
-            "git clone {source}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    std::fs::rename(tmp.path().join("repo"), &dest)
-        .with_context(|| format!("{}: cannot move clone into place", dest.display()))?;
-    Ok(dest)
+    cached(cache_dir, &key[..16], |repo| {
+        let out = command(None)
+            .args([
+                "clone",
+                "--quiet",
+                "--bare",
+                "--no-local",
+                "--template=",
+                "--",
+            ])
+            .arg(source)
+            .arg(repo)
+            .output()
+            .context("cannot run git on the host (is it installed?)")?;
+        if !out.status.success() {
+            bail!(
+                "git clone {source}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    })
 }
