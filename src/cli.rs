@@ -101,6 +101,41 @@ pub enum Command {
     /// The harness's images: `harness images gc` removes those no task needs any more.
     #[command(subcommand)]
     Images(ImagesCommand),
+    /// GPUs on this host: `harness gpu probe -- COMMAND` runs a command with the GPU
+    /// telemetry around it (no Docker).
+    #[command(subcommand)]
+    Gpu(GpuCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GpuCommand {
+    /// Run a command on this host (no container) with the NVML sampler around it; print and
+    /// write as JSON what a timed GPU run records of it: per device power, energy (integrated,
+    /// and by the driver's counter), clocks, utilisation, memory, temperature, throttling.
+    /// Exits with the command's exit code.
+    Probe(GpuProbeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GpuProbeArgs {
+    /// Time between samples, in milliseconds.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval_ms: u64,
+    /// The GPUs to sample, by index or UUID (comma-separated; default: every GPU NVML lists).
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Vec<String>,
+    /// The NVML library to load (default: the driver's libnvidia-ml.so.1).
+    #[arg(long, env = "HARNESS_NVML_LIB")]
+    pub nvml_lib: Option<PathBuf>,
+    /// Where the JSON report goes.
+    #[arg(long, default_value = "gpu-probe.json")]
+    pub out: PathBuf,
+    /// Print the JSON report on stdout instead of the text.
+    #[arg(long)]
+    pub json: bool,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -721,6 +756,18 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                 },
                 a.json,
             )
+            .await
+        }
+        Command::Gpu(GpuCommand::Probe(a)) => {
+            gpu_probe::command(gpu_probe::ProbeOptions {
+                command: a.command,
+                interval: std::time::Duration::from_millis(a.interval_ms),
+                gpus: (!a.gpus.is_empty())
+                    .then(|| a.gpus.iter().filter_map(|g| g.parse().ok()).collect()),
+                nvml_lib: a.nvml_lib,
+                out: a.out,
+                json: a.json,
+            })
             .await
         }
         Command::Images(ImagesCommand::Gc(a)) => {

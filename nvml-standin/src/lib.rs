@@ -22,8 +22,11 @@
 //! unsupported nvmlDeviceGetPowerUsage   # that function returns NOT_SUPPORTED for the device above
 //! ```
 //!
-//! Every key of a `reading` is required; `throttle` is the raw reason bitmask (decimal, or hex with
-//! `0x`).
+//! Every key of a `reading` is required except `energy_mj`; `throttle` is the raw reason bitmask
+//! (decimal, or hex with `0x`). `energy_mj` is the driver's total-energy counter
+//! (`nvmlDeviceGetTotalEnergyConsumption`, millijoules since the driver loaded); a device none
+//! of whose readings has it answers that function with `NVML_ERROR_NOT_SUPPORTED`, as a GPU
+//! older than Volta does.
 //!
 //! # How readings advance
 //!
@@ -86,6 +89,7 @@ struct Reading {
     memclk: u32,
     temp: u32,
     throttle: u64,
+    energy_mj: Option<u64>,
 }
 
 /// The reading functions, each with its own counter.
@@ -98,8 +102,9 @@ enum Field {
     MemClock = 4,
     Temperature = 5,
     Throttle = 6,
+    Energy = 7,
 }
-const FIELDS: usize = 7;
+const FIELDS: usize = 8;
 
 #[derive(Debug, Default)]
 struct Device {
@@ -151,6 +156,7 @@ fn parse_reading(rest: &str) -> Result<Reading, String> {
             "memclk" => reading.memclk = parse_number(key, value)?,
             "temp" => reading.temp = parse_number(key, value)?,
             "throttle" => reading.throttle = parse_number(key, value)?,
+            "energy_mj" => reading.energy_mj = Some(parse_number(key, value)?),
             other => return Err(format!("unknown reading key {other:?}")),
         }
         seen.push(key);
@@ -597,6 +603,22 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
     )
 }
 
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
+    device: NvmlDevice,
+    energy: *mut c_ulonglong,
+) -> NvmlReturn {
+    next_reading(
+        device,
+        "nvmlDeviceGetTotalEnergyConsumption",
+        Field::Energy,
+        |r| match r.energy_mj {
+            Some(mj) => put(energy, mj),
+            None => ERROR_NOT_SUPPORTED,
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,6 +640,16 @@ mod tests {
         );
         assert_eq!(dev.readings[0].throttle, 0x24);
         assert_eq!(dev.readings[0].power_mw, 5);
+        assert_eq!(dev.readings[0].energy_mj, None);
+        let with_energy = parse_script(
+            "device GPU-b n\nreading gpu=1 mem=2 used=3 total=4 power_mw=5 sm=6 memclk=7 temp=8 \
+             throttle=0 energy_mj=123456789012\n",
+        )
+        .unwrap();
+        assert_eq!(
+            with_energy.devices[0].readings[0].energy_mj,
+            Some(123456789012)
+        );
         assert_eq!(dev.lost_after, Some(1));
         assert_eq!(dev.unsupported, ["nvmlDeviceGetPowerUsage"]);
     }

@@ -8,6 +8,7 @@ pub mod ci;
 pub mod compare;
 pub mod doctor;
 pub mod fanout;
+pub mod gpu_probe;
 pub mod images;
 pub mod import_gso;
 pub mod k8s;

@@ -71,7 +71,8 @@ pub struct RunRecord {
 /// from just before the bench process starts to just after it ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunGpu {
-    /// Joules over all devices (None when a device's power could not be read).
+    /// Joules over all devices, each by [`RunTelemetry::run_energy_j`](crate::telemetry::RunTelemetry::run_energy_j)
+    /// (None when a device's energy could not be read).
     pub energy_j: Option<f64>,
     /// A thermal or power throttle reason was active on a device during the run.
     pub throttled: bool,

@@ -161,6 +161,10 @@ pub struct GpuSample {
     pub throttle_reasons: Vec<String>,
     /// A thermal or power reason was set ([`THROTTLE_THERMAL_OR_POWER`]).
     pub throttled_thermal_or_power: bool,
+    /// The driver's total-energy counter (`nvmlDeviceGetTotalEnergyConsumption`: millijoules
+    /// since the driver loaded; Volta and later), `None` where the device has none.
+    #[serde(default)]
+    pub energy_counter_mj: Option<u64>,
 }
 
 impl GpuSample {
@@ -181,6 +185,7 @@ impl GpuSample {
             throttle_bits: None,
             throttle_reasons: Vec::new(),
             throttled_thermal_or_power: false,
+            energy_counter_mj: None,
         }
     }
 
@@ -255,6 +260,20 @@ pub fn energy_joules(points: &[(f64, f64)], end_s: f64) -> Option<f64> {
     Some(energy)
 }
 
+/// Joules by the driver's energy counter between the first and the last sample (in time order)
+/// that read it (`None` with fewer than two readings, or a counter that went backwards: a
+/// driver reload).
+/// The counter moves in the driver's own steps, so over a run shorter than a few of them it
+/// says little.
+pub fn counter_energy_joules(samples: &[&GpuSample]) -> Option<f64> {
+    let mut readings = samples.iter().filter_map(|s| s.energy_counter_mj);
+    let first = readings.next()?;
+    let last = readings.next_back()?;
+    let delta = last.checked_sub(first)?;
+    // Millijoules fit f64 exactly up to 2^53 (about 9 TJ).
+    Some(delta as f64 / 1000.0)
+}
+
 /// What one device did during one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunTelemetry {
@@ -274,6 +293,11 @@ pub struct RunTelemetry {
     pub temperature_c: Option<Stat>,
     /// [`energy_joules`] over the samples' power; `None` without power readings.
     pub energy_j: Option<f64>,
+    /// The driver's energy counter over the run ([`counter_energy_joules`]): the check on
+    /// `energy_j`, which integrates NVML's power readings (on many GPUs an average over the
+    /// last second, not an instant value). `None` without two counter readings.
+    #[serde(default)]
+    pub energy_counter_j: Option<f64>,
     /// Some sample had a thermal or power throttle reason.
     pub throttled: bool,
     /// Every reason seen in the run, in bit order.
@@ -282,6 +306,18 @@ pub struct RunTelemetry {
     pub incomplete: Option<String>,
     /// Fields that could not be read, with NVML's reason, once each.
     pub notes: Vec<String>,
+}
+
+impl RunTelemetry {
+    /// The run's energy as reports take it: the driver's counter where the device has one,
+    /// else the integral of the power readings. On an H100 (driver 580, `validation/
+    /// 2026-11-26-gpu-h100.md`) the power reading is an average over about the last second,
+    /// so its integral over a run follows the second before: a step from 72 W to 700 W read
+    /// 136 W for the first half second. The counter steps every 100 ms: a short run's figure
+    /// is coarse but not biased towards what ran before.
+    pub fn run_energy_j(&self) -> Option<f64> {
+        self.energy_counter_j.or(self.energy_j)
+    }
 }
 
 /// Summarises one device's samples of one run. `incomplete` is the reason the telemetry stops
@@ -332,6 +368,7 @@ pub fn summarize_device(
         mem_clock_mhz: field(samples, |s| s.mem_clock_mhz),
         temperature_c: field(samples, |s| s.temperature_c),
         energy_j: energy_joules(&power, end),
+        energy_counter_j: counter_energy_joules(samples),
         throttled: samples.iter().any(|s| s.throttled_thermal_or_power),
         throttle_reasons: throttle_reason_names(bits),
         incomplete,
@@ -435,6 +472,21 @@ mod tests {
         let e = energy_joules(&[(0.25, 80.0)], 2.0).unwrap();
         assert!(close(e, 160.0), "{e}");
         assert_eq!(energy_joules(&[], 1.0), None);
+    }
+
+    #[test]
+    fn the_counter_energy_is_last_minus_first() {
+        let mut a = sample(0.0, None, 0, 0);
+        let mut b = sample(0.1, None, 0, 0);
+        let mut c = sample(0.2, None, 0, 0);
+        a.energy_counter_mj = Some(10_000);
+        c.energy_counter_mj = Some(12_500);
+        assert_eq!(counter_energy_joules(&[&a, &b, &c]), Some(2.5));
+        // One reading, or none: no figure.
+        assert_eq!(counter_energy_joules(&[&a, &b]), None);
+        // A counter that went backwards (a driver reload): no figure rather than a wrong one.
+        b.energy_counter_mj = Some(9_000);
+        assert_eq!(counter_energy_joules(&[&a, &b]), None);
     }
 
     #[test]

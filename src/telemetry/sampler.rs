@@ -465,6 +465,12 @@ fn sample_device(
         "nvmlDeviceGetTemperature",
         notes,
     )?;
+    s.energy_counter_mj = read(
+        d.total_energy_consumption(),
+        "energy_counter_mj",
+        "nvmlDeviceGetTotalEnergyConsumption",
+        notes,
+    )?;
     if let Some(reasons) = read(
         d.current_throttle_reasons(),
         "throttle_reasons",

@@ -99,7 +99,7 @@ pub(super) fn run_gpu(report: crate::telemetry::RunReport) -> RunGpu {
     let energy_j = report
         .devices
         .iter()
-        .map(|d| d.energy_j)
+        .map(|d| d.run_energy_j())
         .sum::<Option<f64>>();
     RunGpu {
         energy_j,

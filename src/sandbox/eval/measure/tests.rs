@@ -44,6 +44,7 @@ fn device(index: u32, energy: Option<f64>, reasons: &[&str]) -> crate::telemetry
         mem_clock_mhz: None,
         temperature_c: None,
         energy_j: energy,
+        energy_counter_j: None,
         throttled: !reasons.is_empty(),
         throttle_reasons: reasons.iter().map(|r| r.to_string()).collect(),
         incomplete: None,
@@ -72,6 +73,11 @@ fn gpu_runs_sum_energy_over_devices_and_flag_throttling() {
     ]));
     assert_eq!(g.energy_j, Some(42.5));
     assert!(!g.throttled);
+    // A device with the driver's energy counter counts by the counter, not the integral.
+    let mut counted = device(1, Some(2.5), &[]);
+    counted.energy_counter_j = Some(7.0);
+    let g = run_gpu(report(vec![device(0, Some(40.0), &[]), counted]));
+    assert_eq!(g.energy_j, Some(47.0));
     assert_eq!(gpu_disturbance(&Ok(g)), None);
     // One device without power: the run's energy is unknown, not the other's alone.
     let g = run_gpu(report(vec![
