@@ -45,6 +45,16 @@ def task_dirs(dataset):
                   if not d.startswith(("_", ".")) and os.path.isfile(os.path.join(dataset, d, "task.toml")))
 
 
+def remove_task_images(dataset):
+    """Removes the dataset's task images, so the next run builds them (as a first run does)."""
+    for t in task_dirs(dataset):
+        iid = os.path.basename(t)
+        ids = subprocess.run(["docker", "images", "-q", "--filter", f"label=org.harness.instance={iid}"],
+                             capture_output=True, text=True).stdout.split()
+        if ids:
+            subprocess.run(["docker", "rmi", "-f", *sorted(set(ids))], capture_output=True)
+
+
 def human_patch(task_dir):
     with open(os.path.join(task_dir, "human.patch")) as f:
         return f.read()
@@ -114,6 +124,13 @@ def compare(a, b, sd):
     return [(t["instance_id"], t["pairs"][0]["winner"], t["pairs"][0].get("ratio")) for t in c["tasks"]]
 
 
+def detail(kind, a, b, iid, winner, ratio):
+    """One comparison as the report keeps it: which runs, the verdict and the interval."""
+    r = ratio or {}
+    return {"kind": kind, "first": a, "second": b, "instance_id": iid, "winner": winner,
+            "estimate": r.get("estimate"), "lo": r.get("lo"), "hi": r.get("hi")}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=6, help="A/A runs per dataset (pairs: consecutive runs)")
@@ -122,6 +139,8 @@ def main():
     ap.add_argument("--harness-args", default="")
     ap.add_argument("--out", default=None)
     ap.add_argument("--work", default=None, help="a work folder of an earlier try: its finished runs are reused")
+    ap.add_argument("--fresh-images", action="store_true",
+                    help="remove each dataset's task images first, so its first A/A run builds them")
     a = ap.parse_args()
     extra = a.harness_args.split()
     global REUSE
@@ -134,6 +153,8 @@ def main():
     report = {"datasets": {}, "default_between_run_sd": default_sd}
     for ds in a.datasets:
         aa_runs, wall = [], []
+        if a.fresh_images:
+            remove_task_images(ds)
         for i in range(a.runs):
             d, w = one_run(work, ds, f"{os.path.basename(ds)}-aa{i}", rows(ds, human_patch), extra)
             aa_runs.append(d)
@@ -157,10 +178,12 @@ def main():
         aa_total = aa_wins = 0
         logs = []
         found = {lv: [0, 0] for lv in a.levels}
+        details = []
         for ds, r in report["datasets"].items():
             runs = r["aa_runs"]
             for i in range(0, len(runs) - 1, 2):
                 for iid, winner, ratio in compare(runs[i], runs[i + 1], sd):
+                    details.append(detail("aa", runs[i], runs[i + 1], iid, winner, ratio))
                     aa_total += 1
                     aa_wins += winner in ("first", "second")
                     if ratio:
@@ -168,13 +191,14 @@ def main():
             for lv, slow in r["known_runs"].items():
                 for base_run in runs[:2]:
                     for iid, winner, ratio in compare(base_run, slow, sd):
+                        details.append(detail(f"{1 + float(lv):.2f}x", base_run, slow, iid, winner, ratio))
                         found[float(lv)][1] += 1
                         found[float(lv)][0] += winner == "first"
         measured_sd = statistics.pstdev(logs) / math.sqrt(2) if len(logs) > 1 else None
         key = "with_spread" if sd else "without_spread"
         report[key] = {"between_run_sd": sd, "aa_comparisons": aa_total, "aa_false_winners": aa_wins,
                        "known": {f"{1 + lv:.2f}": {"found": f, "of": n} for lv, (f, n) in found.items()},
-                       "measured_between_run_sd": measured_sd}
+                       "measured_between_run_sd": measured_sd, "comparisons": details}
         print(f"\n{label} (between-run sd {sd}):")
         print(f"  A/A: false winners {vm.pct(aa_wins, aa_total)} (target at most 5% of at least 24)")
         for lv, (f, n) in found.items():

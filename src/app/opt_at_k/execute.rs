@@ -122,7 +122,7 @@ impl Machine {
 /// Runs the tasks, `--jobs` at a time, until they are done or a signal stops the run; no
 /// container of this process outlives it. Images are built one at a time, in task order,
 /// on the cores no bench slot holds, so the next tasks' images are ready while earlier
-/// tasks are measured. Returns the signal, if one came, and how many images were built.
+/// tasks are installed and tested; never while a round is timed (`timing_gate`). Returns the signal, if one came, and how many images were built.
 pub(super) async fn execute(
     plan: &RunPlan,
     machine: &Machine,
@@ -144,6 +144,7 @@ pub(super) async fn execute(
             _ => Vec::new(),
         })),
         gpu_options: plan.gpu.clone(),
+        timing_gate: Arc::new(tokio::sync::RwLock::new(())),
     };
     let images_built = std::sync::atomic::AtomicUsize::new(0);
     let mut built_tx = Vec::with_capacity(work.len());
@@ -238,8 +239,11 @@ pub(super) async fn build_image(
             (Some(slot), cores)
         }
     };
+    // Alone: no round of another task is timed while this image is looked up or built.
+    let alone = ctx.timing_gate.write().await;
     let built =
         ensure_task_image(&ctx.engine, task, material, &log_path, false, Some(&cpuset)).await;
+    drop(alone);
     drop(slot);
     match built {
         Ok(img) => {

@@ -48,6 +48,11 @@ pub struct EvalContext {
     /// Whole GPUs for GPU tasks; a task holds its devices like its cores.
     pub gpus: Arc<crate::sandbox::gpu::GpuPool>,
     pub gpu_options: crate::sandbox::gpu::GpuOptions,
+    /// Timed rounds hold it shared, an image build alone: no image of this run is built
+    /// while a round is timed. Built beside the benches on cores of its own, a build still
+    /// shares the cache and memory bus: the first run of the examples measured dedupe-list
+    /// 19% faster than the next three (validation/2026-11-26-compare-builds.*).
+    pub timing_gate: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// A sample to evaluate and where its results go.
@@ -217,6 +222,7 @@ async fn measure_variants(
                 timeout_scale: ctx.budget.timeout_scale,
                 events: &ctx.events,
                 telemetry: sampler.as_ref(),
+                timing_gate: &ctx.timing_gate,
             },
             progress.take(),
         )

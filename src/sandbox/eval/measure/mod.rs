@@ -112,6 +112,8 @@ pub struct MeasureInput<'a> {
     pub timeout_scale: f64,
     pub events: &'a Events,
     pub telemetry: Option<&'a crate::telemetry::Sampler>,
+    /// Held shared while a round is timed ([`super::EvalContext::timing_gate`]).
+    pub timing_gate: &'a tokio::sync::RwLock<()>,
 }
 
 /// Measures the variants of a task: labels "base" and "human" are the references, every
@@ -331,6 +333,12 @@ impl<'a> Measurement<'a> {
         });
         let mut data = RoundData::default();
         let simulated = schedule.criterion == Criterion::Simulated;
+        // No image build of this run beside a timed round (a count does not care).
+        let _no_build = if simulated {
+            None
+        } else {
+            Some(self.input.timing_gate.read().await)
+        };
         if simulated {
             self.count_round(&order, seed, &mut data).await;
         }
