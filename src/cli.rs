@@ -123,7 +123,7 @@ pub struct GpuProbeArgs {
     pub interval_ms: u64,
     /// The GPUs to sample, by index or UUID (comma-separated; default: every GPU NVML lists).
     #[arg(long, value_delimiter = ',')]
-    pub gpus: Vec<String>,
+    pub gpus: Vec<crate::telemetry::DeviceSelector>,
     /// The NVML library to load (default: the driver's libnvidia-ml.so.1).
     #[arg(long, env = "HARNESS_NVML_LIB")]
     pub nvml_lib: Option<PathBuf>,
@@ -762,8 +762,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             gpu_probe::command(gpu_probe::ProbeOptions {
                 command: a.command,
                 interval: std::time::Duration::from_millis(a.interval_ms),
-                gpus: (!a.gpus.is_empty())
-                    .then(|| a.gpus.iter().filter_map(|g| g.parse().ok()).collect()),
+                gpus: (!a.gpus.is_empty()).then_some(a.gpus),
                 nvml_lib: a.nvml_lib,
                 out: a.out,
                 json: a.json,

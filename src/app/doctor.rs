@@ -457,17 +457,14 @@ fn runtime_check(info: &EngineInfo, gpu_level: Level) -> Check {
 }
 
 async fn nvml_check(opts: &DoctorOptions, gpu_level: Level) -> Check {
-    let lib = opts.nvml_lib.clone();
-    let probed =
-        tokio::task::spawn_blocking(move || crate::telemetry::probe_gpus(lib.as_deref())).await;
-    match probed {
-        Ok(Ok(gpus)) if gpus.is_empty() => check(
+    match crate::telemetry::list_gpus(opts.nvml_lib.clone()).await {
+        Ok(gpus) if gpus.is_empty() => check(
             "nvml",
             gpu_level,
             "NVML answers but lists no GPU".into(),
             "check the driver with `nvidia-smi`; GPU tasks need at least one device",
         ),
-        Ok(Ok(gpus)) => check(
+        Ok(gpus) => check(
             "nvml",
             Level::Ok,
             format!(
@@ -481,17 +478,10 @@ async fn nvml_check(opts: &DoctorOptions, gpu_level: Level) -> Check {
             ),
             "",
         ),
-        Ok(Err(e)) => check(
-            "nvml",
-            gpu_level,
-            format!("{e}: GPU tasks cannot run and get no telemetry here, CPU tasks can"),
-            "install the NVIDIA driver (it provides libnvidia-ml.so.1), or name the library with \
-             --nvml-lib / HARNESS_NVML_LIB",
-        ),
         Err(e) => check(
             "nvml",
             gpu_level,
-            format!("the NVML probe failed: {e}"),
+            format!("{e}: GPU tasks cannot run and get no telemetry here, CPU tasks can"),
             "install the NVIDIA driver (it provides libnvidia-ml.so.1), or name the library with \
              --nvml-lib / HARNESS_NVML_LIB",
         ),

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::core::text::for_terminal;
 use crate::telemetry::{
     DeviceSelector, GpuInfo, GpuSample, RunTag, RunTelemetry, Sampler, SamplerConfig, Stat,
-    nvml_lib_path, probe_gpus,
+    list_gpus, nvml_lib_path,
 };
 
 pub struct ProbeOptions {
@@ -140,9 +140,7 @@ pub async fn command(opts: ProbeOptions) -> Result<i32> {
 
 /// Every GPU NVML lists, by index; an error when it lists none.
 async fn every_gpu(lib: Option<PathBuf>) -> Result<Vec<DeviceSelector>> {
-    let gpus = tokio::task::spawn_blocking(move || probe_gpus(lib.as_deref()))
-        .await
-        .context("gpu probe: the NVML thread stopped")??;
+    let gpus = list_gpus(lib).await?;
     if gpus.is_empty() {
         bail!("gpu probe: NVML answers but lists no GPU");
     }

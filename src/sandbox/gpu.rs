@@ -54,20 +54,11 @@ const NEEDS: &str = "GPU tasks need an NVIDIA driver on the host (NVML, libnvidi
 /// Checks NVML, `--gpus` and the engine's runtimes, in that order, and says which devices
 /// GPU tasks may use. Called only when the selected tasks include a GPU task.
 pub async fn check(engine: &Engine, opts: &GpuOptions) -> GpuSupport {
-    let lib = opts.nvml_lib.clone();
-    // NVML's calls block: off the async threads.
-    let probed =
-        tokio::task::spawn_blocking(move || crate::telemetry::probe_gpus(lib.as_deref())).await;
-    let found = match probed {
-        Ok(Ok(found)) => found,
-        Ok(Err(e)) => {
-            return GpuSupport::Unavailable {
-                reason: format!("NVML does not answer on this host: {e}. {NEEDS}"),
-            };
-        }
+    let found = match crate::telemetry::list_gpus(opts.nvml_lib.clone()).await {
+        Ok(found) => found,
         Err(e) => {
             return GpuSupport::Unavailable {
-                reason: format!("NVML could not be probed: {e}. {NEEDS}"),
+                reason: format!("NVML does not answer on this host: {e}. {NEEDS}"),
             };
         }
     };

@@ -31,7 +31,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use sampler::{Clock, ManualClock, MonotonicClock, Sampler, SamplerConfig, probe_gpus};
+pub use sampler::{
+    Clock, ManualClock, MonotonicClock, Sampler, SamplerConfig, list_gpus, probe_gpus,
+};
 
 /// Environment variable naming the NVML library to load (a path, or a name `dlopen` resolves).
 pub const NVML_LIB_ENV: &str = "HARNESS_NVML_LIB";

@@ -325,6 +325,13 @@ fn versions(nvml: &Nvml) -> Result<(String, Option<String>), TelemetryError> {
     Ok((driver, nvml_version))
 }
 
+/// [`probe_gpus`] off the async threads (NVML's calls block).
+pub async fn list_gpus(lib_path: Option<PathBuf>) -> Result<Vec<GpuInfo>, TelemetryError> {
+    tokio::task::spawn_blocking(move || probe_gpus(lib_path.as_deref()))
+        .await
+        .map_err(|e| TelemetryError::Spawn(e.to_string()))?
+}
+
 /// Every GPU NVML sees, for the machine fingerprint. Blocks while NVML loads.
 pub fn probe_gpus(lib_path: Option<&std::path::Path>) -> Result<Vec<GpuInfo>, TelemetryError> {
     let lib_path = lib_path.map(PathBuf::from);
