@@ -65,3 +65,75 @@ pub fn install(lib: &Path, script: &str) -> Nvml {
 pub fn standin(script: &str) -> Nvml {
     install(standin_lib(), script)
 }
+
+/// One scripted reading (NVML units: milliwatts, MHz, °C, bytes).
+#[derive(Clone, Copy)]
+pub struct R {
+    pub gpu: u32,
+    pub mem: u32,
+    pub used: u64,
+    pub total: u64,
+    pub power_mw: u32,
+    pub sm: u32,
+    pub memclk: u32,
+    pub temp: u32,
+    pub throttle: u64,
+    /// The driver's energy counter, millijoules.
+    pub energy_mj: u64,
+}
+
+pub const BASE: R = R {
+    gpu: 0,
+    mem: 0,
+    used: 0,
+    total: 80 << 30,
+    power_mw: 0,
+    sm: 0,
+    memclk: 0,
+    temp: 0,
+    throttle: 0,
+    energy_mj: 0,
+};
+
+impl R {
+    pub fn line(&self) -> String {
+        format!(
+            "reading gpu={} mem={} used={} total={} power_mw={} sm={} memclk={} temp={} \
+             throttle={:#x} energy_mj={}\n",
+            self.gpu,
+            self.mem,
+            self.used,
+            self.total,
+            self.power_mw,
+            self.sm,
+            self.memclk,
+            self.temp,
+            self.throttle,
+            self.energy_mj
+        )
+    }
+
+    pub fn power(power_mw: u32) -> R {
+        R { power_mw, ..BASE }
+    }
+
+    pub fn throttle(throttle: u64) -> R {
+        R { throttle, ..BASE }
+    }
+}
+
+pub fn device(uuid: &str, name: &str, readings: &[R], extra: &str) -> String {
+    let mut s = format!("device {uuid} {name}\n");
+    for r in readings {
+        s.push_str(&r.line());
+    }
+    s.push_str(extra);
+    s
+}
+
+pub fn script(devices: &[String]) -> String {
+    format!("driver 550.54.15\nnvml 12.550.54.15\n{}", devices.concat())
+}
+
+pub const UUID0: &str = "GPU-00000000-1111-2222-3333-444444444444";
+pub const UUID1: &str = "GPU-55555555-6666-7777-8888-999999999999";
