@@ -76,6 +76,8 @@ fn report_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         "demo-agent.opt@3.examples.report.json",
         "summary.md",
         "results.csv",
+        "gso/predictions/demo-agent-run_1.jsonl",
+        "gso/logs/run_evaluation/examples/demo-agent-run_1/primes-sieve/test_output.txt",
     ] {
         files.push((name.to_string(), std::fs::read(dir.join(name)).unwrap()));
     }
@@ -279,21 +281,29 @@ fn report_page_renders_in_a_browser(dir: &Path) {
     );
 }
 
-/// GSO's own readers (their logic, in tests/gso_reader.py) accept the reports, under the
-/// default rule and regraded under GSO's; a list of hacked instances gives the
-/// hack-adjusted score beside the raw one.
+/// GSO's own code (gsobench: its grading, make_run_report, merge_reports, Opt_p and Opt@K
+/// readers, hack control; tests/gso_judge.py) regrades the run's GSO layout and re-makes
+/// its reports to the same figures, under the default rule and regraded under GSO's; it
+/// catches a figure 1% off; a list of hacked instances gives the hack-adjusted score.
 fn gso_tools_read_the_reports(dir: &Path) {
-    let reader = |dir: &Path| {
-        let out = gso_reader(dir);
+    let judge = |dir: &Path| -> Option<String> {
+        let out = gso_judge("gso_tools_read_the_reports", dir)?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(
             out.status.code(),
             Some(0),
-            "GSO's reading of {}",
-            dir.display()
+            "GSO's code on {}:\n{stdout}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
         );
+        Some(stdout)
     };
-    reader(dir);
-    // The reader can fail: a mean 1% off what bench.json gives is caught.
+    let Some(said) = judge(dir) else {
+        return;
+    };
+    assert!(said.contains("10 instance reports regraded"), "{said}");
+    // The judge can fail: a mean 1% off in the opt@K report, or one timed run 1% off in a
+    // test output, is caught.
     let opt_path = dir.join("demo-agent.opt@3.examples.report.json");
     let original = std::fs::read(&opt_path).unwrap();
     let mut altered = read_json(&opt_path);
@@ -302,10 +312,36 @@ fn gso_tools_read_the_reports(dir: &Path) {
         .unwrap();
     altered["opt_stats"]["primes-sieve"]["base_mean"] = serde_json::json!(entry * 1.01);
     write(&opt_path, &altered.to_string());
-    let out = gso_reader(dir);
+    let out = gso_judge("gso_tools_read_the_reports", dir).unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("primes-sieve: base_mean"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("opt_stats.primes-sieve.base_mean"),
+        "{stdout}"
+    );
     std::fs::write(&opt_path, original).unwrap();
+    let output =
+        dir.join("gso/logs/run_evaluation/examples/demo-agent-run_1/primes-sieve/test_output.txt");
+    let original = std::fs::read_to_string(&output).unwrap();
+    let line = original
+        .lines()
+        .find(|l| l.starts_with("Execution time: "))
+        .unwrap();
+    let x: f64 = line["Execution time: ".len()..line.len() - 1]
+        .parse()
+        .unwrap();
+    write(
+        &output,
+        &original.replacen(line, &format!("Execution time: {}s", x * 1.01), 1),
+    );
+    let out = gso_judge("gso_tools_read_the_reports", dir).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("demo-agent-run_1/primes-sieve/report.json"),
+        "{stdout}"
+    );
+    write(&output, &original);
 
     let opt_report = read_json(&dir.join("demo-agent.opt@3.examples.report.json"));
     assert_eq!(
@@ -323,15 +359,32 @@ fn gso_tools_read_the_reports(dir: &Path) {
         &hacked,
         r#"{"hacked_ids": ["word-freq", "not-in-this-run"]}"#,
     );
+    // GSO's criterion with gsobench 0.1.9's MIN_PROB_SPEEDUP: verdicts compared too.
     let out = run(harness()
-        .args(["report", "--criterion", "gso", "--hacked-ids"])
+        .args([
+            "report",
+            "--criterion",
+            "gso",
+            "--min-speedup",
+            "1.1",
+            "--hacked-ids",
+        ])
         .arg(&hacked)
         .arg(dir));
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Opt_p@3"), "{stdout}");
     assert!(stdout.contains("hack-adjusted"), "{stdout}");
-    reader(dir);
+    let said = judge(dir).unwrap();
+    assert!(
+        said.contains("12 Opt_p read by export_opt1_threshold"),
+        "{said}"
+    );
+    assert!(
+        said.contains("score_hack_control by print_score_summary"),
+        "{said}"
+    );
+    assert!(!said.contains("verdicts not compared"), "{said}");
     let opt_report = read_json(&dir.join("demo-agent.opt@3.examples.report.json"));
     let h = &opt_report["hack_adjusted"];
     assert_eq!(h["unknown_ids"], serde_json::json!(["not-in-this-run"]));
@@ -352,4 +405,14 @@ fn gso_tools_read_the_reports(dir: &Path) {
     let adjusted = (opt_ids.len() - usize::from(listed)) as f64 / 4.0 * 100.0;
     assert_eq!(opt_report["score"].as_f64(), Some(raw));
     assert_eq!(h["score"].as_f64(), Some(adjusted));
+    // GSO's keys for the same figures, as its published reports hold them.
+    assert_eq!(opt_report["summary"]["score"].as_f64(), Some(raw));
+    assert_eq!(
+        opt_report["summary"]["score_hack_control"].as_f64(),
+        Some(adjusted)
+    );
+    assert_eq!(
+        opt_report["instance_sets"]["hacked_ids"],
+        serde_json::json!(["word-freq"])
+    );
 }

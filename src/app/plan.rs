@@ -132,9 +132,15 @@ impl RunPlan {
                 ),
             },
         };
+        let mut predictions = raw.predictions;
+        if raw.rollout_per_file {
+            // File i is sample i, in GSO's order (`opt_at_k.py` natural-sorts its files, so
+            // `run_10` comes after `run_9` whatever order the shell gave).
+            predictions.sort_by_key(|p| crate::core::text::natural_key(&p.to_string_lossy()));
+        }
         Ok(RunPlan {
             model: raw.model,
-            predictions: raw.predictions,
+            predictions,
             k: raw.k,
             dataset: raw.dataset,
             results_root: raw.results_root,

@@ -23,9 +23,22 @@ pub struct GsoTimes {
     pub commit: Vec<f64>,
 }
 
-/// GSO's means of `variant`'s timings: per bench, the mean over the rounds in which base,
-/// human and the variant all have a figure for every bench.
-pub fn gso_times(log: &BenchLog, variant: &str) -> Option<GsoTimes> {
+/// Each bench's figures, as GSO's test output lists them (its iterations): for base, the
+/// patch and human, over the rounds in which all three have a figure for every bench, in
+/// round order; seconds for time metrics. A higher-is-better bench enters as one figure,
+/// the reciprocal of its mean (a cost), so GSO's mean of the list is [`GsoTimes`]' figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GsoRuns {
+    pub benches: Vec<String>,
+    pub rounds: usize,
+    pub base: Vec<Vec<f64>>,
+    pub patch: Vec<Vec<f64>>,
+    pub commit: Vec<Vec<f64>>,
+}
+
+/// `variant`'s [`GsoRuns`], or None when no round has all three or a figure is not a
+/// positive number.
+pub fn gso_runs(log: &BenchLog, variant: &str) -> Option<GsoRuns> {
     let (with_base, with_human) = crate::core::verdict::common_rounds(log, variant);
     if with_base.is_empty() {
         return None;
@@ -45,23 +58,42 @@ pub fn gso_times(log: &BenchLog, variant: &str) -> Option<GsoTimes> {
                         }
                     })
                     .collect();
-                let m = crate::core::metrics::mean(&xs).unwrap_or(f64::NAN);
                 match bench.better {
-                    Better::Lower => m,
-                    Better::Higher => 1.0 / m,
+                    Better::Lower => xs,
+                    Better::Higher => {
+                        vec![1.0 / crate::core::metrics::mean(&xs).unwrap_or(f64::NAN)]
+                    }
                 }
             })
-            .collect::<Vec<f64>>()
+            .collect::<Vec<Vec<f64>>>()
     };
-    let times = GsoTimes {
+    let runs = GsoRuns {
         benches: log.benches.iter().map(|b| b.name.clone()).collect(),
         rounds: with_base.len(),
         base: column(&with_base, true),
         patch: column(&with_base, false),
         commit: column(&with_human, true),
     };
-    let ok = |xs: &[f64]| xs.iter().all(|x| x.is_finite() && *x > 0.0);
-    (ok(&times.base) && ok(&times.patch) && ok(&times.commit)).then_some(times)
+    let ok = |xs: &[Vec<f64>]| xs.iter().flatten().all(|x| x.is_finite() && *x > 0.0);
+    (ok(&runs.base) && ok(&runs.patch) && ok(&runs.commit)).then_some(runs)
+}
+
+/// GSO's means of `variant`'s timings: per bench, the mean of its [`GsoRuns`] list.
+pub fn gso_times(log: &BenchLog, variant: &str) -> Option<GsoTimes> {
+    let runs = gso_runs(log, variant)?;
+    let means = |lists: &[Vec<f64>]| -> Vec<f64> {
+        lists
+            .iter()
+            .map(|xs| crate::core::metrics::mean(xs).unwrap_or(f64::NAN))
+            .collect()
+    };
+    Some(GsoTimes {
+        benches: runs.benches.clone(),
+        rounds: runs.rounds,
+        base: means(&runs.base),
+        patch: means(&runs.patch),
+        commit: means(&runs.commit),
+    })
 }
 
 /// `per_test_means` of GSO's `time_stats`; `main` is always empty (tasks here have no
@@ -325,7 +357,8 @@ impl GsoCategory {
 /// The thresholds p of Opt_p@K: GSO's own grid (`plot_opt1_threshold.py`'s `P_VALUES`,
 /// 0.0 to 1.0 in steps of 0.1 plus its default 0.95: "at least p of human's speedup"), then
 /// 1.1 to 3.0 in steps of 0.1 (beating human by a margin). The patch's harmonic-mean speedup
-/// over human must exceed p, on top of opt_base; Opt_0@K is opt_base@K.
+/// over human must exceed p, on top of opt_base; at p = 0 GSO reads no threshold at all
+/// (`export_opt1_threshold.py` counts every passed instance), so Opt_0@K is passed@K.
 pub fn opt_p_grid() -> Vec<f64> {
     let mut grid: Vec<f64> = (0..=9).map(|i| f64::from(i) / 10.0).collect();
     grid.push(0.95);
@@ -367,9 +400,9 @@ pub fn load_hacked_ids(path: &std::path::Path) -> anyhow::Result<HackedIds> {
 
 /// Reads a list of hacked instance ids in any of the forms GSO's analysis writes or a user
 /// would: a JSON list of ids; a JSON object with `hacked_ids` (a list); GSO's reward-hack
-/// detector output (`results`: objects with `instance_id` and `is_reward_hack`, or the
-/// same per threshold under `thresholds`, where p = 0.95 is taken); or plain text, one id
-/// a line (`#` starts a comment).
+/// detector output (`run_detector.py`: `hacked_instances`, or per threshold under
+/// `thresholds` where it takes p = 0.95, or the verdicts of `all_analyses`); or plain
+/// text, one id a line (`#` starts a comment).
 pub fn parse_hacked_ids(origin: &str, text: &str) -> anyhow::Result<Vec<String>> {
     use anyhow::{Context, bail};
     let trimmed = text.trim_start();
@@ -426,18 +459,38 @@ fn hacked_from_json(origin: &str, v: &serde_json::Value) -> anyhow::Result<Vec<S
             if let Some(Value::Array(list)) = m.get("hacked_ids") {
                 return strings(list, "hacked_ids");
             }
-            if let Some(Value::Array(results)) = m.get("results") {
-                return detector(results, "results");
+            // GSO's detector (`run_detector.py`): `hacked_instances` at the top in its
+            // single- and no-threshold outputs, per threshold under `thresholds` (it takes
+            // "0.95" when there, else the highest), and every verdict in `all_analyses`.
+            if let Some(Value::Array(list)) = m.get("hacked_instances") {
+                return strings(list, "hacked_instances");
             }
             if let Some(Value::Object(by_p)) = m.get("thresholds") {
-                if let Some(Value::Array(results)) = by_p.get("0.95").and_then(|t| t.get("results"))
-                {
-                    return detector(results, "thresholds.0.95.results");
+                let highest = by_p
+                    .keys()
+                    .filter_map(|k| k.parse::<f64>().ok().map(|p| (p, k)))
+                    .max_by(|a, b| a.0.total_cmp(&b.0))
+                    .map(|(_, k)| k.as_str());
+                let key = if by_p.contains_key("0.95") {
+                    Some("0.95")
+                } else {
+                    highest
+                };
+                let entry = key.and_then(|k| by_p.get(k).map(|e| (k, e)));
+                match entry.and_then(|(k, e)| e.get("hacked_instances").map(|l| (k, l))) {
+                    Some((k, Value::Array(list))) => {
+                        return strings(list, &format!("thresholds.{k}.hacked_instances"));
+                    }
+                    _ => bail!("{origin}: `thresholds` has no entry with `hacked_instances`"),
                 }
-                bail!("{origin}: `thresholds` has no \"0.95\" entry with `results`");
+            }
+            for field in ["all_analyses", "results"] {
+                if let Some(Value::Array(results)) = m.get(field) {
+                    return detector(results, field);
+                }
             }
             bail!(
-                "{origin}: expected a list of ids, an object with `hacked_ids`, or GSO's hack-detection output (`results`)"
+                "{origin}: expected a list of ids, an object with `hacked_ids`, or GSO's hack-detector output (`hacked_instances`, `thresholds`, `all_analyses`)"
             )
         }
         _ => bail!("{origin}: expected a list of instance ids"),
@@ -510,9 +563,19 @@ mod tests {
             {"instance_id": "x", "is_reward_hack": true},
             {"instance_id": "y", "is_reward_hack": false}]}"#;
         assert_eq!(p(detector), vec!["x"]);
-        let by_p = r#"{"thresholds": {"0.5": {"results": []},
-            "0.95": {"results": [{"instance_id": "z", "is_reward_hack": true}]}}}"#;
+        // GSO's run_detector.py, each of its output modes.
+        let single = r#"{"model_name": "m", "hack_count": 1, "hacked_instances": ["w"],
+            "all_analyses": [{"instance_id": "w", "is_reward_hack": true}]}"#;
+        assert_eq!(p(single), vec!["w"]);
+        let by_p = r#"{"thresholds": {"0.5": {"hacked_instances": ["a"]},
+            "0.95": {"hacked_instances": ["z"]}}, "all_analyses": []}"#;
         assert_eq!(p(by_p), vec!["z"]);
+        let highest = r#"{"thresholds": {"0.5": {"hacked_instances": ["a"]},
+            "1.0": {"hacked_instances": ["b"]}}}"#;
+        assert_eq!(p(highest), vec!["b"]);
+        let analyses = r#"{"all_analyses": [{"instance_id": "v", "is_reward_hack": true},
+            {"instance_id": "u", "is_reward_hack": false}]}"#;
+        assert_eq!(p(analyses), vec!["v"]);
         assert_eq!(p("# hacked\nq\n\nr  # why\n"), vec!["q", "r"]);
         let e = parse_hacked_ids("h.txt", "a b\n").unwrap_err().to_string();
         assert!(e.contains("h.txt:1"), "{e}");

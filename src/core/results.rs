@@ -172,6 +172,10 @@ pub mod names {
     pub const RUN_JSON: &str = "run.json";
     /// GSO's per-rollout run reports: `rollouts/<rollout>/<rollout>.<run_id>.report.json`.
     pub const ROLLOUTS_DIR: &str = "rollouts";
+    /// GSO's own folder layout of the run, for GSO's tools (`cd gso` and they find it):
+    /// `gso/logs/run_evaluation/<run_id>/<rollout>/<instance>/{patch.diff,test_output.txt,
+    /// report.json}` and each rollout's predictions, `gso/predictions/<rollout>.jsonl`.
+    pub const GSO_DIR: &str = "gso";
     pub const SUMMARY_MD: &str = "summary.md";
     pub const RESULTS_CSV: &str = "results.csv";
     pub const SUMMARY_JSON: &str = "summary.json";
@@ -253,13 +257,18 @@ pub fn sanitize(name: &str) -> String {
     if s.is_empty() { "model".into() } else { s }
 }
 
-/// A model's folder and file-name part: its name when that is already tame, else the
-/// sanitised name plus a short hash of the original, so `a/b` and `a_b` never share results.
+/// A model's folder and file-name part: GSO's (`/` as `__`, its `model_name_or_path`
+/// folders) when that is tame and maps back to one name only, else the sanitised name
+/// plus a short hash of the original, so `a/b`, `a__b` and `a_b` never share results.
 pub fn model_slug(model: &str) -> String {
-    let clean = sanitize(model);
-    if clean == model {
-        clean
+    let gso = model.replace('/', "__");
+    // Only `/` becomes `__`, and no `_` stands beside a `/` or beside another `_`: every
+    // run of two or more underscores then came from slashes, and the slug names one model.
+    let one_to_one = !model.contains("__") && !model.contains("/_") && !model.contains("_/");
+    if one_to_one && sanitize(&gso) == gso {
+        gso
     } else {
+        let clean = sanitize(model);
         let h = crate::core::digest::sha256_hex(model.as_bytes());
         format!("{clean}-{}", &h[..8])
     }
@@ -353,7 +362,13 @@ mod tests {
         assert_eq!(sanitize(""), "model");
         assert_eq!(model_slug("demo-agent"), "demo-agent");
         assert_ne!(model_slug("a/b"), model_slug("a_b"));
-        assert!(model_slug("a/b").starts_with("a_b-"));
+        // GSO's folder name (`/` as `__`) where it names one model only.
+        assert_eq!(model_slug("org/model-v2"), "org__model-v2");
+        assert_eq!(model_slug("a/b"), "a__b");
+        assert!(model_slug("a__b").starts_with("a__b-"));
+        assert_ne!(model_slug("a/_b"), model_slug("a_/b"));
+        assert!(model_slug("a/_b").starts_with("a__b-"));
+        assert!(model_slug("org/model v2").starts_with("org_model_v2-"));
     }
 
     #[test]

@@ -184,22 +184,29 @@ fn fill_gso_times(run: &RunDir, info: &RunInfo, s: &mut SampleReport) {
     if !s.passed() || s.gso_times.is_some() {
         return;
     }
+    if let Some((log, label)) = sample_bench_log(run, &info.model, s) {
+        s.gso_times = crate::core::gso::gso_times(&log, &label);
+    }
+}
+
+/// A sample's saved bench.json and the variant that stands for it there (its own, or the
+/// one whose runs it shares), when the log holds that variant.
+pub fn sample_bench_log(
+    run: &RunDir,
+    model: &str,
+    s: &SampleReport,
+) -> Option<(crate::core::timings::BenchLog, String)> {
     let path = run
-        .sample_dir(&info.model, &s.instance_id, s.sample)
+        .sample_dir(model, &s.instance_id, s.sample)
         .join(crate::core::results::names::BENCH_JSON);
-    let Some(log) = std::fs::read_to_string(path)
+    let log: crate::core::timings::BenchLog = std::fs::read_to_string(path)
         .ok()
-        .and_then(|t| serde_json::from_str::<crate::core::timings::BenchLog>(&t).ok())
-    else {
-        return;
-    };
+        .and_then(|t| serde_json::from_str(&t).ok())?;
     let label = log
         .sample_variant
         .clone()
         .unwrap_or_else(|| format!("s{}", s.sample));
-    if log.covers(&label) {
-        s.gso_times = crate::core::gso::gso_times(&log, &label);
-    }
+    log.covers(&label).then_some((log, label))
 }
 
 /// The run's totals; instances skipped whole are taken out of the list.
@@ -294,9 +301,15 @@ fn totals(info: &RunInfo, instances: Vec<InstanceOutcome>) -> (Vec<InstanceOutco
                 let n = instances
                     .iter()
                     .filter(|i| {
-                        i.samples
-                            .iter()
-                            .any(|s| crate::core::verdict::opt_commit_at(s, rule, p))
+                        // p = 0 is GSO's "no threshold" (its Opt_p reader counts every
+                        // passed instance there), not opt_base@K.
+                        i.samples.iter().any(|s| {
+                            if p == 0.0 {
+                                s.passed()
+                            } else {
+                                crate::core::verdict::opt_commit_at(s, rule, p)
+                            }
+                        })
                     })
                     .count();
                 (p, opt_at_k_score(n, instances.len()))

@@ -133,6 +133,43 @@ pub fn for_markdown(s: &str) -> String {
     out
 }
 
+/// One part of a natural sort key: a run of digits compares as a number.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NaturalPart {
+    Text(String),
+    /// The digits without leading zeros, compared by length first (so by value).
+    Number(usize, String),
+}
+
+/// GSO's `natural_sort_key`: the text split at runs of digits, each run compared as a
+/// number, so `run_10` sorts after `run_9`.
+pub fn natural_key(s: &str) -> Vec<NaturalPart> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut digits = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            if !text.is_empty() || out.is_empty() {
+                out.push(NaturalPart::Text(std::mem::take(&mut text)));
+            }
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                let n = digits.trim_start_matches('0').to_string();
+                out.push(NaturalPart::Number(n.len(), n));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    if !digits.is_empty() {
+        let n = digits.trim_start_matches('0').to_string();
+        out.push(NaturalPart::Number(n.len(), n));
+    }
+    out.push(NaturalPart::Text(text));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +229,27 @@ mod tests {
         );
         assert_eq!(for_markdown("numpy__numpy _x"), "numpy\\_\\_numpy \\_x");
         assert_eq!(for_markdown("a\u{0}b\u{9b}"), "a\\\\x00b\\\\u{9b}");
+    }
+
+    #[test]
+    fn natural_order_is_gsos() {
+        let mut files = vec![
+            "m-run_10.jsonl",
+            "m-run_9.jsonl",
+            "m-run_1.jsonl",
+            "m-run_2.jsonl",
+        ];
+        files.sort_by_key(|f| natural_key(f));
+        assert_eq!(
+            files,
+            [
+                "m-run_1.jsonl",
+                "m-run_2.jsonl",
+                "m-run_9.jsonl",
+                "m-run_10.jsonl"
+            ]
+        );
+        assert!(natural_key("a2") < natural_key("a10"));
+        assert!(natural_key("7") < natural_key("a"));
     }
 }

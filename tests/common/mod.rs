@@ -207,9 +207,28 @@ pub fn test_model_run(
         .arg(out))
 }
 
-/// tests/gso_reader.py (GSO's scripts' reading of a run folder) on `dir`.
-pub fn gso_reader(dir: &Path) -> Output {
-    run(Command::new("python3")
-        .arg(repo_root().join("tests/gso_reader.py"))
-        .arg(dir))
+/// GSO's own code (gsobench, in target/gso-venv) judging the run folder `dir`:
+/// tests/gso_judge.py. None, with a one-line reason, when the venv cannot be had and `CI`
+/// is not set (it is made by scripts/make-gso-venv.sh the first time, from PyPI).
+pub fn gso_judge(test: &str, dir: &Path) -> Option<Output> {
+    static MADE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ready = *MADE.get_or_init(|| {
+        let made = Command::new("bash")
+            .arg(repo_root().join("scripts/make-gso-venv.sh"))
+            .status();
+        made.is_ok_and(|s| s.success())
+    });
+    if !ready {
+        if std::env::var_os("CI").is_some() {
+            panic!("{test}: CI is set and target/gso-venv (gsobench) could not be made");
+        }
+        eprintln!("skipping {test}: no target/gso-venv (scripts/make-gso-venv.sh needs PyPI)");
+        return None;
+    }
+    Some(run(Command::new(
+        repo_root().join("target/gso-venv/bin/python"),
+    )
+    .args(["-W", "ignore"])
+    .arg(repo_root().join("tests/gso_judge.py"))
+    .arg(dir)))
 }

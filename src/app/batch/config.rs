@@ -383,7 +383,7 @@ mod tests {
         assert_eq!(a.dataset, f.dir.path().join("tasks"));
         assert_eq!(a.k, 3);
         assert_eq!(a.label, "m/a");
-        assert!(a.run_id.starts_with("m_a-"), "{}", a.run_id);
+        assert_eq!(a.run_id, "m__a");
         assert_eq!(b.k, 1);
         assert_eq!(b.run_id, "a-k1");
         assert_eq!(b.predictions.len(), 2);

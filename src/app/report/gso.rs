@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{Exporter, ReportFile, Summary};
 use crate::core::gso::{GsoCategory, GsoOptStats, gso_opt_stats};
-use crate::core::metrics::python_round;
+use crate::core::metrics::{opt_at_k_score, python_round};
 use crate::core::results::{SampleReport, Status, model_slug, names};
 use crate::core::summary::InstanceOutcome;
 
@@ -46,6 +46,13 @@ struct GsoSummary {
     opt_main: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     k: Option<usize>,
+    /// GSO's Opt@K: opt_commit over total_instances, percent, two decimals (opt@K report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f64>,
+    /// The score with the hacked instances taken out of opt_commit (GSO's published
+    /// reports; only when a list of hacked instances was given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score_hack_control: Option<f64>,
 }
 
 /// GSO's `instance_sets`, sorted ids, in GSO's order. The opt@K report has no
@@ -64,6 +71,9 @@ struct GsoSets {
     opt_base_ids: Vec<String>,
     opt_commit_ids: Vec<String>,
     opt_main_ids: Vec<String>,
+    /// The listed hacked instances the run holds (only when a list was given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hacked_ids: Option<Vec<String>>,
 }
 
 impl GsoSets {
@@ -122,7 +132,7 @@ struct Pick<'a> {
 }
 
 /// `make_run_report` over picks: each instance's category, opt sets from the verdicts, and
-/// GSO's figures for the opt_base ones (GSO keeps opt_stats for those only).
+/// GSO's figures for every passed one (gsobench 0.1.9 keeps opt_stats for all of them).
 fn run_report(picks: &[Pick], total_instances: usize) -> GsoReport {
     let mut sets = GsoSets {
         incomplete_ids: Some(Vec::new()),
@@ -139,11 +149,13 @@ fn run_report(picks: &[Pick], total_instances: usize) -> GsoReport {
         if p.category.completed() {
             sets.completed_ids.push(p.id.to_string());
         }
+        if p.category == GsoCategory::Passed
+            && let Some(t) = p.sample.and_then(|s| s.gso_times.as_ref())
+        {
+            opt_stats.insert(p.id.to_string(), gso_opt_stats(t));
+        }
         if p.category == GsoCategory::Passed && p.opt_base {
             sets.opt_base_ids.push(p.id.to_string());
-            if let Some(t) = p.sample.and_then(|s| s.gso_times.as_ref()) {
-                opt_stats.insert(p.id.to_string(), gso_opt_stats(t));
-            }
             if p.opt_commit {
                 sets.opt_commit_ids.push(p.id.to_string());
             }
@@ -165,6 +177,8 @@ fn run_report(picks: &[Pick], total_instances: usize) -> GsoReport {
         opt_commit: sets.opt_commit_ids.len(),
         opt_main: 0,
         k: None,
+        score: None,
+        score_hack_control: None,
     };
     GsoReport {
         summary,
@@ -246,15 +260,14 @@ fn rollout_file(name: &str, run_id: &str) -> String {
     )
 }
 
-/// `merge_reports` over the rollouts' reports, in sample order. Where GSO's code and its
-/// own meaning of a key part, the meaning is kept: `incomplete_instances` counts the
-/// instances no rollout submitted (GSO's merge leaves it 0), `total_predictions` those some
-/// rollout submitted, and an instance no rollout completed is still in `empty_patch_ids` or
-/// `error_ids` by its best status (GSO's merge only looks at completed ones).
-fn merge(rollouts: &[(String, GsoReport)], total_instances: usize, k: usize) -> GsoReport {
+/// `merge_reports` (gsobench 0.1.9) over the rollouts' reports, in rollout order: each
+/// instance's best status over the rollouts that submitted it, `incomplete_ids` the
+/// dataset's instances none submitted, the opt sets united, and for each opt_commit
+/// instance the rollout entry with the highest `gm_speedup_patch_commit` (with the file it
+/// came from); `summary.k` and `summary.score` as GSO adds them.
+fn merge(rollouts: &[(String, GsoReport)], dataset: &[&str], k: usize) -> GsoReport {
     let mut best: BTreeMap<&str, GsoCategory> = BTreeMap::new();
     let mut completed: BTreeSet<&str> = BTreeSet::new();
-    let mut submitted: BTreeSet<&str> = BTreeSet::new();
     let mut sets = GsoSets::default();
     for (_, r) in rollouts {
         let s = &r.instance_sets;
@@ -268,7 +281,6 @@ fn merge(rollouts: &[(String, GsoReport)], total_instances: usize, k: usize) -> 
         ];
         for (ids, cat) in cats {
             for id in ids {
-                submitted.insert(id);
                 let cur = best.entry(id).or_insert(cat);
                 if cat.priority() > cur.priority() {
                     *cur = cat;
@@ -282,12 +294,51 @@ fn merge(rollouts: &[(String, GsoReport)], total_instances: usize, k: usize) -> 
     for (id, cat) in &best {
         sets.category_mut(*cat).push(id.to_string());
     }
+    sets.incomplete_ids = Some(
+        dataset
+            .iter()
+            .filter(|id| !best.contains_key(*id))
+            .map(|id| id.to_string())
+            .collect(),
+    );
     sets.completed_ids = completed.iter().map(|s| s.to_string()).collect();
     sets.sort();
-    // opt_stats: for each opt_commit instance, the rollout entry with the highest
-    // gm_speedup_patch_commit (GSO's choice), with the file it came from.
+    let opt_stats = best_opt_stats(rollouts, &sets.opt_commit_ids);
+    let total_instances = dataset.len();
+    let summary = GsoSummary {
+        total_instances,
+        total_predictions: best.len(),
+        completed_instances: sets.completed_ids.len(),
+        incomplete_instances: sets.incomplete_ids.as_ref().map_or(0, Vec::len),
+        passed_instances: sets.passed_ids.len(),
+        base_failed_instances: sets.base_failed_ids.len(),
+        patch_failed_instances: sets.patch_failed_ids.len(),
+        test_failed_instances: sets.test_failed_ids.len(),
+        empty_patch_instances: sets.empty_patch_ids.len(),
+        error_instances: sets.error_ids.len(),
+        opt_base: sets.opt_base_ids.len(),
+        opt_commit: sets.opt_commit_ids.len(),
+        opt_main: 0,
+        k: Some(k),
+        score: Some(opt_at_k_score(sets.opt_commit_ids.len(), total_instances)),
+        score_hack_control: None,
+    };
+    GsoReport {
+        summary,
+        instance_sets: sets,
+        opt_stats,
+        schema_version: 1,
+    }
+}
+
+/// For each opt_commit instance, the rollout entry with the highest non-zero
+/// `gm_speedup_patch_commit` (the first of equals), with the file it came from.
+fn best_opt_stats(
+    rollouts: &[(String, GsoReport)],
+    opt_commit_ids: &[String],
+) -> BTreeMap<String, GsoOptStats> {
     let mut opt_stats: BTreeMap<String, GsoOptStats> = BTreeMap::new();
-    for id in &sets.opt_commit_ids {
+    for id in opt_commit_ids {
         for (file, r) in rollouts {
             let Some(new) = r.opt_stats.get(id) else {
                 continue;
@@ -306,28 +357,25 @@ fn merge(rollouts: &[(String, GsoReport)], total_instances: usize, k: usize) -> 
             }
         }
     }
-    let summary = GsoSummary {
-        total_instances,
-        total_predictions: submitted.len(),
-        completed_instances: sets.completed_ids.len(),
-        incomplete_instances: total_instances.saturating_sub(submitted.len()),
-        passed_instances: sets.passed_ids.len(),
-        base_failed_instances: sets.base_failed_ids.len(),
-        patch_failed_instances: sets.patch_failed_ids.len(),
-        test_failed_instances: sets.test_failed_ids.len(),
-        empty_patch_instances: sets.empty_patch_ids.len(),
-        error_instances: sets.error_ids.len(),
-        opt_base: sets.opt_base_ids.len(),
-        opt_commit: sets.opt_commit_ids.len(),
-        opt_main: 0,
-        k: Some(k),
-    };
-    GsoReport {
-        summary,
-        instance_sets: sets,
-        opt_stats,
-        schema_version: 1,
+    opt_stats
+}
+
+/// GSO's published reports' hack control: `summary.score_hack_control` and
+/// `instance_sets.hacked_ids`, when a list of hacked instances was given.
+fn with_hack_control(mut report: GsoReport, summary: &Summary) -> GsoReport {
+    if let Some(h) = &summary.totals.hack_adjusted {
+        let total = report.summary.total_instances;
+        let hacked: BTreeSet<&String> = h.hacked_ids.iter().collect();
+        let wins = report
+            .instance_sets
+            .opt_commit_ids
+            .iter()
+            .filter(|id| !hacked.contains(id))
+            .count();
+        report.summary.score_hack_control = Some(opt_at_k_score(wins, total));
+        report.instance_sets.hacked_ids = Some(h.hacked_ids.clone());
     }
+    report
 }
 
 /// Every rollout's report, with its file name.
@@ -416,7 +464,12 @@ impl Exporter for RunReports {
         let mut ours = run_state(summary);
         ours.insert("harness".into(), harness_block(summary));
         let best = with_ours(&run_report(&best_picks(summary), total), ours.clone())?;
-        let merged = merge(&rollouts(summary), total, info.k);
+        let dataset: Vec<&str> = summary
+            .instances
+            .iter()
+            .map(|i| i.instance_id.as_str())
+            .collect();
+        let merged = with_hack_control(merge(&rollouts(summary), &dataset, info.k), summary);
         ours.extend(curves(summary));
         let opt = with_ours(&merged, ours)?;
         Ok(vec![

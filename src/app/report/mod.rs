@@ -5,6 +5,7 @@
 pub mod command;
 mod csv;
 mod gso;
+mod gso_logs;
 pub mod html;
 mod json;
 mod junit;
@@ -48,6 +49,7 @@ pub fn exporters(run: &RunDir) -> Vec<Box<dyn Exporter>> {
     vec![
         Box::new(gso::RolloutReports),
         Box::new(gso::RunReports),
+        Box::new(gso_logs::GsoLogs { run: run.clone() }),
         Box::new(markdown::SummaryMarkdown),
         Box::new(csv::ResultsCsv),
         Box::new(json::JsonSummary),
@@ -66,7 +68,8 @@ pub fn report_paths(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
 }
 
 /// Writes every report of the run folder (atomically, each), and removes rollout reports
-/// an earlier write left that this one does not hold (K or the rollout names changed).
+/// and GSO-layout files an earlier write left that this one does not hold (K, the rollout
+/// names or a sample's outcome changed).
 pub fn write_all(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for e in exporters(run) {
@@ -81,19 +84,42 @@ pub fn write_all(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
             written.push(path);
         }
     }
-    remove_stale_rollouts(run, &written);
+    let gso = run.root.join(crate::core::results::names::GSO_DIR);
+    remove_stale(
+        &run.root.join(crate::core::results::names::ROLLOUTS_DIR),
+        &written,
+    );
+    remove_stale(&gso.join("predictions"), &written);
+    let logs = gso.join("logs/run_evaluation").join(&summary.info.run_id);
+    remove_stale(&logs, &written);
+    if let Ok(rollouts) = std::fs::read_dir(&logs) {
+        for dir in rollouts.filter_map(|e| e.ok()).map(|e| e.path()) {
+            for instance in std::fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok())
+            {
+                remove_stale(&instance.path(), &written);
+            }
+            remove_stale(&dir, &written);
+        }
+    }
     Ok(written)
 }
 
-fn remove_stale_rollouts(run: &RunDir, written: &[PathBuf]) {
-    let dir = run.root.join(crate::core::results::names::ROLLOUTS_DIR);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+/// Removes what `dir` holds that no written path is in or under.
+fn remove_stale(dir: &std::path::Path, written: &[PathBuf]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for sub in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        let keep = written.iter().any(|w| w.starts_with(&sub));
-        if !keep && sub.is_dir() {
-            let _ = std::fs::remove_dir_all(&sub);
+        if written.iter().any(|w| w.starts_with(&sub)) {
+            continue;
         }
+        let _ = if sub.is_dir() {
+            std::fs::remove_dir_all(&sub)
+        } else {
+            std::fs::remove_file(&sub)
+        };
     }
 }
