@@ -196,3 +196,53 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     assert!(containers_of_run("gso").is_empty());
     gso_code_agrees("imported_gso_row", &dir);
 }
+
+/// A GSO task whose instance image is not on the engine (and cannot be pulled here): the
+/// run stops before any container starts, naming the image and GSO's pull-and-retag
+/// command; no sample is written as failed.
+#[test]
+fn a_missing_gso_image_stops_the_run_before_any_container_naming_the_pull() {
+    if !docker_available("missing_gso_image") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let id = "Fake__fastmath-1";
+    let dataset = tmp.path().join("gso-tasks");
+    let out = run(harness()
+        .args(["tasks", "import-gso"])
+        .arg(repo_root().join("tests/fixtures/gso/rows.parquet"))
+        .arg("--out")
+        .arg(&dataset)
+        .args(["--image-prefix", "gso.eval.absent", "--no-network"]));
+    assert_eq!(out.status.code(), Some(0));
+    let preds = tmp.path().join("preds.jsonl");
+    let patch =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/gso/human.patch")).unwrap();
+    write(
+        &preds,
+        &serde_json::json!({"instance_id": id, "model_name_or_path": "m", "model_patch": patch})
+            .to_string(),
+    );
+    let out = run(harness()
+        .args(["opt-at-k", "--model", "m", "--k", "1", "--run-id", "absent"])
+        .arg("--dataset")
+        .arg(&dataset)
+        .arg("--predictions")
+        .arg(&preds)
+        .arg("--results-dir")
+        .arg(tmp.path().join("out")));
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let image = "gso.eval.absent.x86_64.fake__fastmath-1:latest";
+    assert!(
+        stderr.contains(&format!(
+            "docker pull slimshetty/gso:gso.eval.absent.x86_64.fake__fastmath-1 && docker tag slimshetty/gso:gso.eval.absent.x86_64.fake__fastmath-1 {image}"
+        )),
+        "{stderr}"
+    );
+    assert!(containers_of_run("absent").is_empty());
+    assert!(
+        !tmp.path().join("out/absent/m").join(id).exists(),
+        "no sample was run or written"
+    );
+}

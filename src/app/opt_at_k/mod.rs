@@ -2,6 +2,7 @@
 
 mod disk;
 mod execute;
+mod prebuilt;
 mod signals;
 mod work;
 
@@ -157,6 +158,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     let planned = plan_work(plan, &tasks, &chosen, &machine, &run_dir, &mut warnings).await?;
     // Before any container of the run starts, and before run.json says a run began.
     disk::check(plan, &machine, &planned.work, events).await?;
+    prebuilt::check(&machine.engine, &planned.work, events).await?;
     emit(
         events,
         Event::Planned {

@@ -216,6 +216,41 @@ async fn inspect_local(
     }
 }
 
+/// Pulls `name` (`repository:tag`) through the engine, to the end of its progress stream.
+pub async fn pull(engine: &Engine, name: &str) -> Result<()> {
+    use futures::StreamExt;
+    let opts = bollard::query_parameters::CreateImageOptionsBuilder::new()
+        .from_image(name)
+        .build();
+    let mut progress = engine.api.create_image(Some(opts), None, None);
+    while let Some(step) = progress.next().await {
+        step.with_context(|| format!("cannot pull {name}"))?;
+    }
+    Ok(())
+}
+
+/// Gives the local image `from` the name `to` (`repository:tag`).
+pub async fn tag(engine: &Engine, from: &str, to: &str) -> Result<()> {
+    let (repo, tag) = match to.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => (repo, tag),
+        _ => (to, "latest"),
+    };
+    let opts = bollard::query_parameters::TagImageOptionsBuilder::new()
+        .repo(repo)
+        .tag(tag)
+        .build();
+    engine
+        .api
+        .tag_image(from, Some(opts))
+        .await
+        .with_context(|| format!("cannot tag {from} as {to}"))
+}
+
+/// Whether the engine holds an image of this name.
+pub async fn image_present(engine: &Engine, name: &str) -> Result<bool> {
+    Ok(inspect_local(engine, name).await?.is_some())
+}
+
 /// The value of `label` on a local image, None when the image or the label is missing.
 pub async fn image_label(engine: &Engine, name: &str, label: &str) -> Result<Option<String>> {
     Ok(inspect_local(engine, name)
