@@ -65,6 +65,22 @@ def remove_users_caches(roots):
     return removed
 
 
+def remove_root_caches(roots):
+    """Removes every root-owned __pycache__ under roots (symlinks not followed). How many."""
+    removed = 0
+    for root in roots:
+        for here in list(walk_dirs(root)):
+            if os.path.basename(here) != CACHE_DIR:
+                continue
+            try:
+                st = os.lstat(here)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
+                removed += remove(here, st)
+    return removed
+
+
 def remove(path, st):
     try:
         if stat.S_ISDIR(st.st_mode):

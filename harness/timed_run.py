@@ -351,8 +351,20 @@ def after_run(cfg, manifest, state, oom_before, watchdog):
     return result
 
 
+def environment_roots(cfg):
+    """A prebuilt image's environment folders (what git ignores at base: a virtualenv)."""
+    if cfg.get("source_mtime") is not None:
+        return []
+    return [os.path.join(guard.TESTBED, p.rstrip("/")) for p in guard.image_environment() if p.endswith("/")]
+
+
 def run_plain(cfg, manifest, command, limit, with_witness):
     state = guard.load_state()
+    if not with_witness:
+        # The install may make a prebuilt image's environment anew (GSO's `uv venv`
+        # removes .venv first): root's caches there, which the user may not remove, go
+        # first; after the install root compiles them again (caches.after_install).
+        caches.remove_root_caches(environment_roots(cfg))
     before, oom_before = before_run(cfg, manifest)
     argv = argv_for(command)
     r, w = os.pipe()

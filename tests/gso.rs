@@ -246,3 +246,100 @@ fn a_missing_gso_image_stops_the_run_before_any_container_naming_the_pull() {
         "no sample was run or written"
     );
 }
+
+/// A GSO instance image made here by GSO's own recipe (gsobench's Dockerfile generator,
+/// install script and eval script; scripts/gso_images.py swaps only what cannot be had
+/// here): tornado 6.4.1 -> 6.4.2's parse_cookie, from PyPI's sources. The generator still
+/// makes the shipped row, and the row runs end to end through import-gso on that image with
+/// GSO's install (bash, uv, GSO's environment): a patch identical to the human fix is
+/// passed and opt_commit under GSO's criterion, a no-op patch is passed and not opt_base,
+/// and GSO's own code agrees with the reports.
+#[test]
+fn a_faithful_gso_image_runs_a_human_identical_patch_to_opt_commit() {
+    if !docker_available("faithful_gso_image") {
+        return;
+    }
+    let Some(python) = gso_python("faithful_gso_image") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = tmp.path().join("rows.jsonl");
+    let out = run(std::process::Command::new(&python)
+        .arg(repo_root().join("scripts/gso_images.py"))
+        .args(["--only", "parse_cookie", "--rows-out"])
+        .arg(&rows));
+    assert_eq!(out.status.code(), Some(0), "scripts/gso_images.py");
+    let shipped = std::fs::read_to_string(repo_root().join("tasks/_gso/rows.jsonl")).unwrap();
+    let made = std::fs::read_to_string(&rows).unwrap();
+    let row: serde_json::Value = serde_json::from_str(made.lines().next().unwrap()).unwrap();
+    let id = row["instance_id"].as_str().unwrap().to_string();
+    assert!(
+        shipped.lines().any(|l| l == made.trim_end()),
+        "the recipe no longer makes the shipped row of {id}"
+    );
+
+    let dataset = tmp.path().join("gso-tasks");
+    let out = run(harness()
+        .args(["tasks", "import-gso"])
+        .arg(&rows)
+        .arg("--out")
+        .arg(&dataset));
+    assert_eq!(out.status.code(), Some(0));
+    // A comment added at the top of the module the fix changes: nothing that runs differs.
+    let noop = "diff --git a/tornado/httputil.py b/tornado/httputil.py\n\
+                --- a/tornado/httputil.py\n+++ b/tornado/httputil.py\n\
+                @@ -1,3 +1,4 @@\n+# a comment: nothing that runs changes\n";
+    let context = row["gt_diff"].as_str().unwrap();
+    assert!(context.contains("tornado/httputil.py"));
+    let base_lines = std::process::Command::new("docker")
+        .args(["run", "--rm", "--network", "none"])
+        .arg(format!("gso.eval.x86_64.{}:latest", id.to_lowercase()))
+        .args(["head", "-n", "3", "/testbed/tornado/httputil.py"])
+        .output()
+        .unwrap();
+    let head: String = String::from_utf8_lossy(&base_lines.stdout)
+        .lines()
+        .map(|l| format!(" {l}\n"))
+        .collect();
+    let preds = tmp.path().join("preds.jsonl");
+    write(
+        &preds,
+        &format!(
+            "{}\n{}\n",
+            serde_json::json!({"instance_id": id, "model_name_or_path": "m", "sample": 0,
+                "model_patch": row["gt_diff"]}),
+            serde_json::json!({"instance_id": id, "model_name_or_path": "m", "sample": 1,
+                "model_patch": format!("{noop}{head}")}),
+        ),
+    );
+    let out = run(harness()
+        .args([
+            "opt-at-k",
+            "--model",
+            "m",
+            "--k",
+            "2",
+            "--run-id",
+            "faithful",
+            "--criterion",
+            "gso",
+            "--min-speedup",
+            "1.1",
+        ])
+        .arg("--dataset")
+        .arg(&dataset)
+        .arg("--predictions")
+        .arg(&preds)
+        .arg("--results-dir")
+        .arg(tmp.path().join("out")));
+    assert_eq!(out.status.code(), Some(0));
+    let dir = tmp.path().join("out/faithful");
+    let human = read_json(&dir.join(format!("m/{id}/0/report.json")));
+    assert_eq!(human["status"], "passed", "{human}");
+    assert_eq!(human["opt_commit"], true, "{human}");
+    let noop = read_json(&dir.join(format!("m/{id}/1/report.json")));
+    assert_eq!(noop["status"], "passed", "{noop}");
+    assert_eq!(noop["opt_base"], false, "{noop}");
+    assert!(containers_of_run("faithful").is_empty());
+    gso_code_agrees("faithful_gso_image", &dir);
+}

@@ -203,17 +203,44 @@ fn row(at: &str, v: &Value) -> Result<GsoRow> {
     })
 }
 
-/// GSO's shell lines for POSIX sh: `source X` is `. X`.
-fn posix(line: &str) -> String {
-    match line.trim_start().strip_prefix("source ") {
-        Some(rest) => format!(". {rest}"),
-        None => line.to_string(),
-    }
-}
-
 /// What every GSO command starts with: the image's virtualenv, GSO's token fallback, and
 /// GSO's Hugging Face setting.
 const PRELUDE: &str = ". .venv/bin/activate && export HF_TOKEN=\"${HF_TOKEN:-${HF_READ_TOKEN:-}}\" HF_HUB_DISABLE_XET=1";
+
+/// Where the install script is in the task image.
+pub const INSTALL_SCRIPT: &str = "/gso_install.sh";
+
+/// GSO runs as root; here the code under test runs as the sandbox user, so at the task
+/// image's build (as root, before any code under test) GSO's environment is made reachable
+/// to it: uv, which GSO's Dockerfile puts in /root/.local/bin, is copied beside the system's
+/// programs, and the interpreters uv installed under /root/.local/share/uv (which the
+/// image's virtualenv links to) are made readable. Nothing else of /root is opened.
+const REACH_GSO_ENV: &str = "for b in uv uvx; do if [ -x /root/.local/bin/$b ]; then install -m 0755 /root/.local/bin/$b /usr/local/bin/$b; fi; done; \
+if [ -d /root/.local/share/uv/python ]; then chmod o+x /root /root/.local /root/.local/share /root/.local/share/uv && chmod -R o+rX /root/.local/share/uv/python; fi";
+
+/// GSO's install step (gsobench's `install_repo` in eval.sh): bash, `set -euo pipefail`,
+/// its build constraint (`setuptools<82`, GSO's PR #23) and Hugging Face setting, then the
+/// row's install_commands in order from /testbed. uv's cache is under /tmp, not the user's
+/// home (GSO's is root's): what uv unpacks there (setuptools' `.pth`) is not a file any
+/// interpreter of the run loads, and the home's `*.pth` are protected.
+pub fn install_script(r: &GsoRow) -> String {
+    let commands: Vec<&str> = r
+        .install_commands
+        .iter()
+        .map(String::as_str)
+        .filter(|c| c.trim() != "git clean -xfd")
+        .collect();
+    format!(
+        "#!/bin/bash\n# GSO's install step for {}, as gsobench's eval.sh runs it.\nset -euo pipefail\n\
+         echo 'setuptools<82' > /tmp/uv_build_constraints.txt\n\
+         export UV_BUILD_CONSTRAINT=/tmp/uv_build_constraints.txt\n\
+         export HF_HUB_DISABLE_XET=1\n\
+         export UV_CACHE_DIR=/tmp/gso-uv-cache\n\
+         cd /testbed\n{}\n",
+        r.instance_id,
+        commands.join("\n")
+    )
+}
 
 fn test_run(i: usize, output: &str, flag: &str) -> String {
     format!("python /gso_test_{i}.py {output} {flag} --file_prefix {REFERENCE_DIR}/gso_{i}")
@@ -237,23 +264,21 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
     let reference: Vec<String> = (0..n)
         .map(|i| test_run(i, "/dev/null", "--reference"))
         .collect();
-    // Base writes each test's reference result once, on the image's own tree.
+    // Base writes each test's reference result once, on the image's own tree, after GSO's
+    // environment is made reachable for the sandbox user.
     let setup = format!(
-        "mkdir -p {REFERENCE_DIR} && {PRELUDE} && {} && chmod -R a-w,a+rX {REFERENCE_DIR}",
+        "{REACH_GSO_ENV}\nmkdir -p {REFERENCE_DIR} && {PRELUDE} && {} && chmod -R a-w,a+rX {REFERENCE_DIR}",
         reference.join(" && ")
     );
     let checks: Vec<String> = (0..n)
         .map(|i| test_run(i, "/dev/null", "--eqcheck"))
         .collect();
-    // install_commands, with GSO's `git clean -xfd` left out as GSO does.
-    let install: Vec<String> = r
-        .install_commands
-        .iter()
-        .filter(|c| c.trim() != "git clean -xfd")
-        .map(|c| posix(c))
-        .collect();
+    // GSO's install step, as its eval.sh runs it: a bash script of install_commands
+    // (GSO's `git clean -xfd` left out, as GSO does) under `set -euo pipefail`, with GSO's
+    // build constraint and Hugging Face setting; root-owned and read-only in the image.
+    let install = vec![format!("bash {INSTALL_SCRIPT}")];
     // GSO's tests, root-owned and read-only.
-    let files: Table = (0..n)
+    let mut files: Table = (0..n)
         .map(|i| {
             (
                 format!("/gso_test_{i}.py"),
@@ -261,6 +286,7 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
             )
         })
         .collect();
+    files.insert(INSTALL_SCRIPT.into(), T::from("gso_tests/install.sh"));
     let benches: Vec<T> = (0..n)
         .map(|i| {
             table(vec![
@@ -392,6 +418,7 @@ fn write_task_folder(r: &GsoRow, o: &ImportOptions, dir: &Path) -> Result<()> {
         patch.push('\n');
     }
     crate::core::results::write_atomic(&dir.join("human.patch"), patch.as_bytes())?;
+    crate::core::results::write_atomic(&tests.join("install.sh"), install_script(r).as_bytes())?;
     crate::core::results::write_atomic(&dir.join("task.toml"), task_toml(r, o)?.as_bytes())
 }
 
@@ -471,12 +498,27 @@ mod tests {
         let task = crate::core::task::Task::load(&made[0]).unwrap();
         assert_eq!(task.base_image, "gso.eval.x86_64.owner__repo-abc123:latest");
         assert_eq!(task.benches.len(), 2);
-        assert_eq!(
-            task.install,
-            vec![". .venv/bin/activate", "uv pip install -e ."]
+        assert_eq!(task.install, vec!["bash /gso_install.sh"]);
+        let script = std::fs::read_to_string(made[0].join("gso_tests/install.sh")).unwrap();
+        assert!(
+            script.contains("set -euo pipefail\n")
+                && script.contains("export UV_BUILD_CONSTRAINT=/tmp/uv_build_constraints.txt\n")
+                && script
+                    .ends_with("cd /testbed\nsource .venv/bin/activate\nuv pip install -e .\n"),
+            "{script}"
         );
-        assert_eq!(task.image_files[1].0, "/gso_test_1.py");
+        assert!(
+            task.image_files
+                .iter()
+                .any(|(to, _)| to == "/gso_install.sh")
+        );
+        assert!(
+            task.image_files
+                .iter()
+                .any(|(to, _)| to == "/gso_test_1.py")
+        );
         assert!(task.setup[0].contains("--reference --file_prefix /opt/gso-reference/gso_1"));
+        assert!(task.setup[0].contains("/usr/local/bin/$b"));
         assert!(
             task.test_command
                 .contains("/gso_test_0.py /dev/null --eqcheck")

@@ -207,10 +207,10 @@ pub fn test_model_run(
         .arg(out))
 }
 
-/// GSO's own code (gsobench, in target/gso-venv) judging the run folder `dir`:
-/// tests/gso_judge.py. None, with a one-line reason, when the venv cannot be had and `CI`
-/// is not set (it is made by scripts/make-gso-venv.sh the first time, from PyPI).
-pub fn gso_judge(test: &str, dir: &Path) -> Option<Output> {
+/// target/gso-venv's Python (gsobench and what its modules import), made by
+/// scripts/make-gso-venv.sh the first time. None, with a one-line reason, when it cannot be
+/// had and `CI` is not set.
+pub fn gso_python(test: &str) -> Option<PathBuf> {
     static MADE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ready = *MADE.get_or_init(|| {
         let made = Command::new("bash")
@@ -225,10 +225,14 @@ pub fn gso_judge(test: &str, dir: &Path) -> Option<Output> {
         eprintln!("skipping {test}: no target/gso-venv (scripts/make-gso-venv.sh needs PyPI)");
         return None;
     }
-    Some(run(Command::new(
-        repo_root().join("target/gso-venv/bin/python"),
-    )
-    .args(["-W", "ignore"])
-    .arg(repo_root().join("tests/gso_judge.py"))
-    .arg(dir)))
+    Some(repo_root().join("target/gso-venv/bin/python"))
+}
+
+/// GSO's own code (gsobench) judging the run folder `dir`: tests/gso_judge.py.
+pub fn gso_judge(test: &str, dir: &Path) -> Option<Output> {
+    let python = gso_python(test)?;
+    Some(run(Command::new(python)
+        .args(["-W", "ignore"])
+        .arg(repo_root().join("tests/gso_judge.py"))
+        .arg(dir)))
 }
