@@ -172,6 +172,7 @@ fn write_run(root: &Path) -> RunDir {
         dataset: "tasks".into(),
         dataset_digest: "d".into(),
         instance_ids: ["alpha", "beta", "delta", "epsilon", "gamma"]
+        dataset_instance_ids: Vec::new(),
             .iter()
             .map(|s| s.to_string())
             .collect(),

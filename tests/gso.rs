@@ -94,6 +94,20 @@ fn gso_rollout_files_are_k_samples_of_one_model() {
         "rollouts/demo-agent-run_1/demo-agent-run_1.rollouts.report.json"
     );
     gso_code_agrees("gso_rollout_files", &dir);
+
+    // Under GSO's criterion, Opt@K is over the whole dataset (GSO's opt_at_k.py loads it
+    // whole whatever --instance_ids ran): the three examples not selected are incomplete.
+    assert_eq!(opt["summary"]["total_instances"], 1);
+    let out = run(harness().args(["report", "--criterion", "gso"]).arg(&dir));
+    assert_eq!(out.status.code(), Some(0));
+    let opt = read_json(&dir.join("demo-agent.opt@2.rollouts.report.json"));
+    assert_eq!(opt["summary"]["total_instances"], 4, "{}", opt["summary"]);
+    assert_eq!(
+        opt["instance_sets"]["incomplete_ids"],
+        serde_json::json!(["dedupe-list", "pair-sum", "word-freq"])
+    );
+    assert_eq!(opt["summary"]["score"], 25.0);
+    gso_code_agrees("gso_rollout_files", &dir);
 }
 
 /// Builds the stand-in of a GSO instance image, named as GSO names it.

@@ -364,6 +364,7 @@ fn fake_part(
         dataset: "tasks".into(),
         dataset_digest: "part".into(),
         instance_ids: ids.iter().map(|s| s.to_string()).collect(),
+        dataset_instance_ids: Vec::new(),
         predictions: vec![InputFile {
             path: "p.jsonl".into(),
             sha256: "p-sha".into(),

@@ -18,8 +18,24 @@ use serde_json::Value;
 pub const REFERENCE_DIR: &str = "/opt/gso-reference";
 /// GSO's timing line, as its `parse_times` reads it.
 pub const TIME_PATTERN: &str = r"Execution time:\s+([\d\.]+)s";
-/// GSO runs each test this many times per variant (`MAX_ITERS`).
-const GSO_RUNS: u32 = 5;
+/// GSO's runs of each test per variant (`evalscript.py`'s `MAX_ITERS`): one for its
+/// heaviest repositories, five for the others.
+fn gso_runs(repo: &str) -> u32 {
+    match repo {
+        "abetlen/llama-cpp-python" | "microsoft/onnxruntime" | "huggingface/tokenizers" => 1,
+        _ => 5,
+    }
+}
+
+/// GSO's limit on one run of a test (`MAX_TIME`, seconds): none (`timeout 0s`) for
+/// llama-cpp-python and tokenizers, 300 for the others; "none" is an hour here, GSO's
+/// default limit on a whole evaluation.
+fn gso_run_limit(repo: &str) -> i64 {
+    match repo {
+        "abetlen/llama-cpp-python" | "huggingface/tokenizers" => 3600,
+        _ => 300,
+    }
+}
 
 /// What `import-gso` is asked.
 #[derive(Debug, Clone)]
@@ -300,8 +316,8 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
                         test_run(i, "\"$t\"", "--eqcheck")
                     )),
                 ),
-                ("runs", T::Integer(GSO_RUNS.into())),
-                ("timeout", T::Integer(300)),
+                ("runs", T::Integer(gso_runs(&r.repo).into())),
+                ("timeout", T::Integer(gso_run_limit(&r.repo))),
                 ("metric", T::from("output")),
                 ("pattern", T::from(TIME_PATTERN)),
                 ("metric_unit", T::from("s")),
@@ -525,6 +541,14 @@ mod tests {
         );
         assert_eq!(task.env_pass, vec!["HF_TOKEN", "HF_READ_TOKEN"]);
         assert!(task.resources.network);
+        assert_eq!(task.benches[0].runs, 5);
+        // GSO's per-repository protocol: one run, and no limit but an hour, for tokenizers.
+        let mut heavy = row.clone();
+        heavy["repo"] = serde_json::json!("huggingface/tokenizers");
+        std::fs::write(&o.rows, format!("{heavy}\n")).unwrap();
+        let task = crate::core::task::Task::load(&import(&o).unwrap()[0]).unwrap();
+        assert_eq!(task.benches[0].runs, 1);
+        assert_eq!(task.benches[0].timeout.as_secs(), 3600);
 
         let mut bad = row.clone();
         bad["tests"] = serde_json::json!([1]);

@@ -410,6 +410,7 @@ fn merged_info(parts: &[Part], run_id: &str, command: Vec<String>) -> Result<Run
         dataset: first.dataset.clone(),
         dataset_digest: hex::encode(Sha256::digest(digests.join("\n").as_bytes())),
         instance_ids: selected,
+        dataset_instance_ids: first.dataset_instance_ids.clone(),
         predictions: first.predictions.clone(),
         settings: first.settings,
         decision_rule: first.decision_rule,

@@ -414,6 +414,10 @@ pub struct RunInfo {
     pub dataset_digest: String,
     /// Every selected instance: the denominator of Opt@K.
     pub instance_ids: Vec<String>,
+    /// Every instance of the dataset, selected or not: the denominator under `--criterion
+    /// gso` (GSO's Opt@K is over its whole dataset, whatever `--instance_ids` ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dataset_instance_ids: Vec<String>,
     pub predictions: Vec<InputFile>,
     /// The rule and budget the run was measured under, as given (see `core::settings`).
     #[serde(default)]

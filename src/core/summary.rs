@@ -93,8 +93,7 @@ pub struct Summary {
 /// Reads a run folder and computes everything the reports show.
 pub fn summarise(run: &RunDir) -> Result<Summary> {
     let info = run.load_run_info()?;
-    let instances: Vec<InstanceOutcome> = info
-        .instance_ids
+    let instances: Vec<InstanceOutcome> = denominator(&info)
         .iter()
         .map(|id| instance(run, &info, id))
         .collect();
@@ -104,6 +103,25 @@ pub fn summarise(run: &RunDir) -> Result<Summary> {
         instances,
         totals,
     })
+}
+
+/// The instances Opt@K is over: the selected ones; under `--criterion gso` the whole dataset
+/// (GSO's Opt@K is over its dataset whatever `--instance_ids` ran: the others count as
+/// unsubmitted), except in a partition, whose merge makes the whole run.
+fn denominator(info: &RunInfo) -> Vec<String> {
+    let mut ids = info.instance_ids.clone();
+    if info.decision_rule.criterion == crate::core::rule::Criterion::Gso && info.partition.is_none()
+    {
+        let selected: std::collections::BTreeSet<&String> = info.instance_ids.iter().collect();
+        let others: Vec<String> = info
+            .dataset_instance_ids
+            .iter()
+            .filter(|id| !selected.contains(id))
+            .cloned()
+            .collect();
+        ids.extend(others);
+    }
+    ids
 }
 
 /// One instance's saved samples (only those of the current predictions, each with its own

@@ -171,7 +171,23 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     for e in &planned.saved_done {
         emit(events, e.clone());
     }
-    let mut info = run_info(plan, &tasks, &machine, &planned, warnings.all, partition)?;
+    let dataset_ids: Vec<String> = dataset
+        .tasks
+        .keys()
+        .chain(dataset.invalid.keys())
+        .cloned()
+        .collect::<std::collections::BTreeSet<String>>()
+        .into_iter()
+        .collect();
+    let mut info = run_info(
+        plan,
+        &tasks,
+        &machine,
+        &planned,
+        warnings.all,
+        partition,
+        &dataset_ids,
+    )?;
     write_json(&run_dir.run_json(), &info)?;
     // The reports of an earlier invocation go now: until this one finishes, the folder's
     // reports say what is done so far, partial (refreshed after every task), so a run

@@ -283,6 +283,7 @@ pub(super) fn run_info(
     planned: &Planned,
     warnings: Vec<String>,
     partition: Option<crate::core::partition::PartitionInfo>,
+    dataset_ids: &[String],
 ) -> Result<RunInfo> {
     Ok(RunInfo {
         schema_version: crate::core::results::SCHEMA_VERSION,
@@ -293,6 +294,7 @@ pub(super) fn run_info(
         dataset: plan.dataset.display().to_string(),
         dataset_digest: hex::encode(Sha256::digest(planned.digests.join("\n").as_bytes())),
         instance_ids: tasks.iter().map(|t| t.id.clone()).collect(),
+        dataset_instance_ids: dataset_ids.to_vec(),
         predictions: plan
             .predictions
             .iter()

@@ -204,6 +204,7 @@ mod tests {
             dataset: "ds".into(),
             dataset_digest: "d".into(),
             instance_ids: vec!["t".into()],
+            dataset_instance_ids: Vec::new(),
             predictions: vec![],
             settings: Default::default(),
             decision_rule: strict,

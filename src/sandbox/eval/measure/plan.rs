@@ -63,7 +63,7 @@ pub fn repetitions(task: &Task, rule: &DecisionRule, budget: &Budget) -> u32 {
 /// The schedule for a task: warmups = the most any bench asks, in every container (round r
 /// runs in replica r mod C, so the first warmups × C rounds are warmups); rounds from `runs`
 /// (min) and `max_runs` (max), overridden from the command line. Under `gso` the number of
-/// rounds is fixed at the minimum, as GSO does.
+/// rounds is fixed at the minimum and none is a warmup, as GSO does.
 pub fn schedule(
     task: &Task,
     rule: &DecisionRule,
@@ -73,7 +73,8 @@ pub fn schedule(
     let replicas = replicas(task, rule, budget) as u32;
     let simulated = rule.criterion == Criterion::Simulated;
     // Simulated: one count per variant and bench, no warmup (a count has no warm state).
-    let warmup_rounds = if simulated {
+    // gso: GSO's protocol counts every run of every variant (its eval.sh has no warmup).
+    let warmup_rounds = if simulated || rule.criterion == Criterion::Gso {
         0
     } else {
         task.benches.iter().map(|b| b.warmups).max().unwrap_or(0) * replicas

@@ -219,9 +219,12 @@ fn schedules_from_task_and_command_line() {
     assert_eq!(s.max_seconds, 900.0);
     assert_eq!(s.cpuset.as_deref(), Some("1"));
     assert_eq!(s.repetitions, DEFAULT_REPETITIONS);
-    // gso: a fixed number of rounds, as GSO does.
+    // gso: a fixed number of rounds, every one counted, as GSO does.
     let g = schedule(&task, &rule(Criterion::Gso), &none, None);
-    assert_eq!((g.min_rounds, g.max_rounds, g.repetitions), (10, 10, 1));
+    assert_eq!(
+        (g.warmup_rounds, g.min_rounds, g.max_rounds, g.repetitions),
+        (0, 10, 10, 1)
+    );
     // The command line overrides; max is never below min.
     let cli = Budget {
         min_rounds: Some(4),
