@@ -172,10 +172,10 @@ fn write_run(root: &Path) -> RunDir {
         dataset: "tasks".into(),
         dataset_digest: "d".into(),
         instance_ids: ["alpha", "beta", "delta", "epsilon", "gamma"]
-        dataset_instance_ids: Vec::new(),
             .iter()
             .map(|s| s.to_string())
             .collect(),
+        dataset_instance_ids: Vec::new(),
         predictions: vec![],
         settings: Default::default(),
         decision_rule: rule(),
