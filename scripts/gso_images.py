@@ -64,6 +64,8 @@ def uv_install(package):
         "which python",
         "python --version",
         "uv pip install . --reinstall",
+        # GSO's harness puts its requests shim at the top of every test (patches.py).
+        "uv pip install requests",
         f"uv pip show {package}",
     ]
 

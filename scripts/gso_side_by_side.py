@@ -89,10 +89,15 @@ def rollouts(rows):
             for i, (k, make) in enumerate(kinds.items())}
 
 
+# At import, so that GSO's worker processes (spawned: they import this script again) have
+# them too: the origin eval.sh fetches is the image's bundle, and cleanup_docker only removes
+# GSO's own containers.
+GSOInstance.repo_url = property(lambda self: "/root/gso-origin.bundle")
+gso_run.cleanup_docker = gso_only_cleanup
+
+
 def run_gso(rows_path, preds, out, run_id):
     """GSO's run_evaluation, one rollout file at a time, from `out` (its logs/ go there)."""
-    GSOInstance.repo_url = property(lambda self: "/root/gso-origin.bundle")
-    gso_run.cleanup_docker = gso_only_cleanup
     print("GSO: origin = the image's bundle; cleanup_docker limited to gso.eval.* containers")
     here = os.getcwd()
     os.chdir(out)
@@ -122,7 +127,9 @@ def run_ours(rows_path, preds, out):
         f.write_text("".join(json.dumps(r) + "\n" for r in rows))
         files.append(f)
     cmd = [HARNESS, "opt-at-k", "--model", "side", "--rollout-per-file", "--k", str(len(files)),
-           "--dataset", dataset, "--results-dir", out / "ours", "--run-id", "side"]
+           "--dataset", dataset, "--results-dir", out / "ours", "--run-id", "side",
+           # Containers here write little; the check counts 11 per variant at resources.disk.
+           "--disk-check", "off"]
     for f in files:
         cmd += ["--predictions", f]
     t = time.time()
