@@ -117,20 +117,23 @@ impl RunPlan {
                 id
             }
             // Each part in its own folder, so parts run side by side on one machine.
-            None => match partition {
-                Some(p) => format!(
-                    "{}-k{}-part{}of{}",
-                    crate::core::results::model_slug(&raw.model),
-                    raw.k,
-                    p.index,
-                    p.count
-                ),
-                None => format!(
-                    "{}-k{}",
-                    crate::core::results::model_slug(&raw.model),
-                    raw.k
-                ),
-            },
+            None => {
+                let id = |slug: String| match partition {
+                    Some(p) => format!("{slug}-k{}-part{}of{}", raw.k, p.index, p.count),
+                    None => format!("{slug}-k{}", raw.k),
+                };
+                let current = id(crate::core::results::model_slug(&raw.model));
+                // A run an earlier build started under the model's older folder name is
+                // resumed where it is.
+                let legacy = id(crate::core::results::legacy_model_slug(&raw.model));
+                if !raw.results_root.join(&current).exists()
+                    && raw.results_root.join(&legacy).is_dir()
+                {
+                    legacy
+                } else {
+                    current
+                }
+            }
         };
         let mut predictions = raw.predictions;
         if raw.rollout_per_file {

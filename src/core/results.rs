@@ -218,7 +218,14 @@ impl RunDir {
     }
 
     pub fn model_dir(&self, model: &str) -> PathBuf {
-        self.root.join(model_slug(model))
+        let dir = self.root.join(model_slug(model));
+        // Run folders of earlier builds named a model with `/` by its sanitised name and a
+        // hash: their samples are found (and resumed) where they are.
+        let legacy = self.root.join(legacy_model_slug(model));
+        if !dir.exists() && legacy.is_dir() {
+            return legacy;
+        }
+        dir
     }
 
     pub fn sample_dir(&self, model: &str, instance_id: &str, sample: usize) -> PathBuf {
@@ -269,6 +276,18 @@ pub fn model_slug(model: &str) -> String {
         gso
     } else {
         let clean = sanitize(model);
+        let h = crate::core::digest::sha256_hex(model.as_bytes());
+        format!("{clean}-{}", &h[..8])
+    }
+}
+
+/// The model folder name of builds before GSO's names: the sanitised name, plus a short
+/// hash of the original when that changed it.
+pub fn legacy_model_slug(model: &str) -> String {
+    let clean = sanitize(model);
+    if clean == model {
+        clean
+    } else {
         let h = crate::core::digest::sha256_hex(model.as_bytes());
         format!("{clean}-{}", &h[..8])
     }
@@ -369,6 +388,17 @@ mod tests {
         assert_ne!(model_slug("a/_b"), model_slug("a_/b"));
         assert!(model_slug("a/_b").starts_with("a__b-"));
         assert!(model_slug("org/model v2").starts_with("org_model_v2-"));
+        // A run folder an earlier build wrote (`org_model-<hash>`) is still found.
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir {
+            root: d.path().to_path_buf(),
+        };
+        assert_eq!(run.model_dir("org/model"), d.path().join("org__model"));
+        std::fs::create_dir(d.path().join(legacy_model_slug("org/model"))).unwrap();
+        assert_eq!(
+            run.model_dir("org/model"),
+            d.path().join(legacy_model_slug("org/model"))
+        );
     }
 
     #[test]
