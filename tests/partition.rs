@@ -161,7 +161,9 @@ fn two_partitions_merge_into_what_one_run_writes() {
     assert_eq!(o.status.code(), Some(0));
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(summary["totals"]["complete"], true);
-    assert_eq!(summary["totals"]["score"], 100.0);
+    // Both selected instances are opt_commit; under GSO's criterion Opt@K is over the whole
+    // dataset (its four examples), as the whole run's is.
+    assert_eq!(summary["totals"]["score"], 50.0);
 
     for name in [
         "demo-agent.examples.report.json",
