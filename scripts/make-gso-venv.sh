@@ -21,6 +21,7 @@ ignore=""
 if [ -z "$py" ]; then
   py="python3"; ignore="--ignore-requires-python"
   echo "no Python >= 3.12 here: gsobench goes into $($py --version) with --ignore-requires-python"
+  echo "(its grading and reading modules work there; run_evaluation.py, which scripts/gso_side_by_side.py runs, needs 3.12)"
 fi
 echo "making $venv with gsobench 0.1.9 ($($py --version)), one time, about a minute..."
 rm -rf "$venv"
