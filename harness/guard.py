@@ -177,8 +177,7 @@ def open_environment_path(full, rel, cfg):
     if stat.S_ISDIR(st.st_mode):
         if stat.S_IMODE(st.st_mode) != 0o777:
             os.chmod(full, 0o777)
-        # A folder at the tree's top (a virtualenv) is the user's: in the sticky tree only
-        # its owner may remove it, and an install may make it anew (GSO's `uv venv`).
+        # The user's at the tree's top (sticky): an install may make it anew (`uv venv`).
         if "/" not in rel and (st.st_uid, st.st_gid) != (cfg["uid"], cfg["gid"]):
             os.lchown(full, cfg["uid"], cfg["gid"])
     elif stat.S_ISLNK(st.st_mode):
