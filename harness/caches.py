@@ -40,45 +40,40 @@ def walk_dirs(root):
             continue
 
 
-def remove_users_caches(roots):
-    """Removes every __pycache__ under roots that is not root's (or is a symlink), and any
-    file in a root-owned one that is not root's. How many were removed."""
-    removed = 0
+def cache_folders(roots):
+    """Every __pycache__ under roots with its lstat (symlinks not followed)."""
     for root in roots:
         for here in list(walk_dirs(root)):
             if os.path.basename(here) != CACHE_DIR:
                 continue
             try:
-                st = os.lstat(here)
+                yield here, os.lstat(here)
             except OSError:
                 continue
-            if stat.S_ISLNK(st.st_mode) or st.st_uid != 0:
-                removed += remove(here, st)
-                continue
-            with os.scandir(here) as it:
-                for e in it:
-                    try:
-                        if e.stat(follow_symlinks=False).st_uid != 0 or e.is_symlink():
-                            removed += remove(e.path, e.stat(follow_symlinks=False))
-                    except OSError:
-                        continue
+
+
+def remove_users_caches(roots):
+    """Removes every __pycache__ under roots that is not root's (or is a symlink), and any
+    file in a root-owned one that is not root's. How many were removed."""
+    removed = 0
+    for here, st in cache_folders(roots):
+        if stat.S_ISLNK(st.st_mode) or st.st_uid != 0:
+            removed += remove(here, st)
+            continue
+        with os.scandir(here) as it:
+            for e in it:
+                try:
+                    if e.stat(follow_symlinks=False).st_uid != 0 or e.is_symlink():
+                        removed += remove(e.path, e.stat(follow_symlinks=False))
+                except OSError:
+                    continue
     return removed
 
 
 def remove_root_caches(roots):
     """Removes every root-owned __pycache__ under roots (symlinks not followed). How many."""
-    removed = 0
-    for root in roots:
-        for here in list(walk_dirs(root)):
-            if os.path.basename(here) != CACHE_DIR:
-                continue
-            try:
-                st = os.lstat(here)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
-                removed += remove(here, st)
-    return removed
+    return sum(remove(here, st) for here, st in cache_folders(roots)
+               if stat.S_ISDIR(st.st_mode) and st.st_uid == 0)
 
 
 def remove(path, st):

@@ -363,16 +363,10 @@ fn best_opt_stats(
 /// GSO's published reports' hack control: `summary.score_hack_control` and
 /// `instance_sets.hacked_ids`, when a list of hacked instances was given.
 fn with_hack_control(mut report: GsoReport, summary: &Summary) -> GsoReport {
+    // The merged opt_commit ids are the instances with an opt_commit sample: the summary's
+    // hack-adjusted score is over the same set.
     if let Some(h) = &summary.totals.hack_adjusted {
-        let total = report.summary.total_instances;
-        let hacked: BTreeSet<&String> = h.hacked_ids.iter().collect();
-        let wins = report
-            .instance_sets
-            .opt_commit_ids
-            .iter()
-            .filter(|id| !hacked.contains(id))
-            .count();
-        report.summary.score_hack_control = Some(opt_at_k_score(wins, total));
+        report.summary.score_hack_control = Some(h.score);
         report.instance_sets.hacked_ids = Some(h.hacked_ids.clone());
     }
     report
