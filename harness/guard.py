@@ -289,7 +289,8 @@ def tree_digests(cfg):
                     continue
             except OSError:
                 continue
-        by_content = digest(full)
+        is_folder = os.path.isdir(full) and not os.path.islink(full)
+        by_content = digest_folder(full) if is_folder else digest(full)
         by_code = (python_code(full) if rel.endswith(".py") else None) or by_content
         mode = ""
         try:
@@ -302,6 +303,22 @@ def tree_digests(cfg):
         tree.update(name + (by_content + mode).encode() + b"\0")
         code.update(name + (by_code + mode).encode() + b"\0")
     return "sha256:" + tree.hexdigest(), "sha256:" + code.hexdigest()
+
+
+def digest_folder(top):
+    """A folder that git status names as one path (a submodule): by every file under it but
+    its .git, so that trees which differ inside it never count as identical."""
+    entries = []
+    for here, dirs, files in iwalk(top):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            if name != ".git":
+                entries.append(os.path.relpath(os.path.join(here, name), top))
+    h = hashlib.sha256()
+    for rel in sorted(entries):
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+        h.update(digest(os.path.join(top, rel)).encode() + b"\0")
+    return "folder:" + h.hexdigest()
 
 
 def python_code(full):

@@ -180,6 +180,15 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     assert_eq!(human["status"], "passed", "{human}");
     assert_eq!(human["opt_base"], true, "{human}");
     assert_eq!(human["opt_commit"], true, "{human}");
+    // The stand-in image holds no opt_commit: the human is the row's gt_diff, said so.
+    let apply_log =
+        std::fs::read_to_string(dir.join(format!("gso-model/{id}/reference/human/apply.log")))
+            .unwrap();
+    assert!(
+        apply_log.contains("does not hold opt_commit 1111111")
+            && apply_log.contains("HARNESS_APPLY_OK git apply"),
+        "{apply_log}"
+    );
     let off = read_json(&dir.join(format!("gso-model/{id}/1/report.json")));
     assert_eq!(off["status"], "test_failed", "{off}");
     let detail = off["detail"].as_str().unwrap_or("");
@@ -354,6 +363,102 @@ fn a_faithful_gso_image_runs_a_human_identical_patch_to_opt_commit() {
     let noop = read_json(&dir.join(format!("m/{id}/1/report.json")));
     assert_eq!(noop["status"], "passed", "{noop}");
     assert_eq!(noop["opt_base"], false, "{noop}");
+    // The human is opt_commit itself, from the image's objects, as GSO checks it out.
+    let apply_log =
+        std::fs::read_to_string(dir.join(format!("m/{id}/reference/human/apply.log"))).unwrap();
+    let opt_commit = row["opt_commit"].as_str().unwrap();
+    assert!(
+        apply_log.contains(&format!("opt_commit {opt_commit} is in the image")),
+        "{apply_log}"
+    );
     assert!(containers_of_run("faithful").is_empty());
     gso_code_agrees("faithful_gso_image", &dir);
+}
+
+/// A prebuilt-image task whose human reference is a commit the image holds without a ref
+/// (GSO's `opt_commit`), and the commit moves a submodule (GSO issue #28's shape): the human
+/// is the commit's tree, the submodule checked out at the commit's gitlink from the image's
+/// own objects (no network), said in its apply.log. A sample that changes only the project's
+/// file of that commit is measured apart from it (slow, as base), and a sample that speeds
+/// up a file inside the submodule is measured for itself, not given base's timings because
+/// git status names the submodule's folder as one path.
+#[test]
+fn a_human_opt_commit_in_the_image_checks_out_the_submodule_it_moves() {
+    if !docker_available("opt_commit_submodule") {
+        return;
+    }
+    let image = "gso.eval.x86_64.fake__submodule-1:latest";
+    let out = run(std::process::Command::new("docker")
+        .args(["build", "-q", "-t", image])
+        .arg(repo_root().join("tests/fixtures/gso-submodule")));
+    assert_eq!(out.status.code(), Some(0), "docker build {image}");
+    let out = run(std::process::Command::new("docker").args([
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        image,
+        "cat",
+        "/root/opt-commit",
+    ]));
+    let commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(commit.len(), 40, "{commit:?}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let id = "Fake__submodule-1";
+    write(
+        &tmp.path().join(format!("tasks/{id}/task.toml")),
+        &format!(
+            "[source]\nimage = \"{image}\"\n[human]\ncommit = \"{commit}\"\n\
+             [test]\ncommand = \". .venv/bin/activate && python app.py\"\n\
+             [[bench]]\nname = \"app\"\ncommand = \"python3 app.py\"\nwarmups = 0\nruns = 3\n\
+             [resources]\ncpus = 1\nmemory = \"1g\"\n"
+        ),
+    );
+    let app_only =
+        diff("app.py", "VERSION = 1", "VERSION = 2").replace("@@ -1,1 +1,1 @@", "@@ -6 +6 @@");
+    let kernel = "vendor/kernel/kernel.py";
+    let inside = diff(kernel, "    time.sleep(0.25)", "    time.sleep(0.02)")
+        .replace("@@ -1,1 +1,1 @@", "@@ -6 +6 @@");
+    let preds = tmp.path().join("preds.jsonl");
+    let rows: String = [app_only, inside]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            serde_json::json!({"instance_id": id, "model_name_or_path": "m", "sample": i,
+                "model_patch": p})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    write(&preds, &rows);
+    let out = run(harness()
+        .args(["opt-at-k", "--model", "m", "--k", "2", "--run-id", "sub"])
+        .arg("--dataset")
+        .arg(tmp.path().join("tasks"))
+        .arg("--predictions")
+        .arg(&preds)
+        .arg("--results-dir")
+        .arg(tmp.path().join("out")));
+    assert_eq!(out.status.code(), Some(0));
+    let dir = tmp.path().join("out/sub");
+    let apply_log =
+        std::fs::read_to_string(dir.join(format!("m/{id}/reference/human/apply.log"))).unwrap();
+    assert!(
+        apply_log.contains(&format!("opt_commit {commit} is in the image"))
+            && apply_log.contains("submodule vendor/kernel -> "),
+        "{apply_log}"
+    );
+    let app_only = read_json(&dir.join(format!("m/{id}/0/report.json")));
+    assert_eq!(app_only["status"], "passed", "{app_only}");
+    assert_eq!(app_only["opt_base"], false, "{app_only}");
+    let inside = read_json(&dir.join(format!("m/{id}/1/report.json")));
+    assert_eq!(inside["status"], "passed", "{inside}");
+    assert_eq!(inside["opt_base"], true, "{inside}");
+    // Human is the commit's tree: the submodule's fast kernel (0.25 s -> 0.02 s a run).
+    let human_speedup = app_only["opt_stats"]["gm_speedup_commit_base"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(human_speedup > 3.0, "{app_only}");
+    assert!(containers_of_run("sub").is_empty());
 }

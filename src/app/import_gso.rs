@@ -58,6 +58,9 @@ pub struct GsoRow {
     pub tests: Vec<String>,
     pub install_commands: Vec<String>,
     pub gt_diff: String,
+    /// GSO's `opt_commit` where it is an object id: the human reference where the image
+    /// holds it (GSO checks it out), `gt_diff` where it does not.
+    pub opt_commit: Option<String>,
     pub gt_commit_message: String,
     pub arch: String,
     pub instance_image_tag: String,
@@ -213,6 +216,8 @@ fn row(at: &str, v: &Value) -> Result<GsoRow> {
         tests,
         install_commands: list("install_commands")?,
         gt_diff,
+        opt_commit: Some(text("opt_commit", Some(""))?.to_ascii_lowercase())
+            .filter(|c| (7..=64).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_hexdigit())),
         gt_commit_message: text("gt_commit_message", Some(""))?,
         arch,
         instance_image_tag: tag,
@@ -344,7 +349,13 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
             "source",
             table(vec![("image", T::from(r.image(&o.image_prefix)))]),
         ),
-        ("human", table(vec![("patch", T::from("human.patch"))])),
+        ("human", {
+            let mut human = vec![("patch", T::from("human.patch"))];
+            if let Some(c) = &r.opt_commit {
+                human.push(("commit", T::from(c.as_str())));
+            }
+            table(human)
+        }),
         (
             "image",
             table(vec![
@@ -513,6 +524,8 @@ mod tests {
         let made = import(&o).unwrap();
         let task = crate::core::task::Task::load(&made[0]).unwrap();
         assert_eq!(task.base_image, "gso.eval.x86_64.owner__repo-abc123:latest");
+        // opt_commit "b" is no object id: the human is gt_diff alone.
+        assert!(matches!(task.human, crate::core::task::HumanRef::Patch(_)));
         assert_eq!(task.benches.len(), 2);
         assert_eq!(task.install, vec!["bash /gso_install.sh"]);
         let script = std::fs::read_to_string(made[0].join("gso_tests/install.sh")).unwrap();
@@ -545,10 +558,17 @@ mod tests {
         // GSO's per-repository protocol: one run, and no limit but an hour, for tokenizers.
         let mut heavy = row.clone();
         heavy["repo"] = serde_json::json!("huggingface/tokenizers");
+        // A real opt_commit: the human is the commit where the image holds it, gt_diff else.
+        heavy["opt_commit"] = serde_json::json!("177FF8B5a2804bc3560c438bd71cbb266561feda");
         std::fs::write(&o.rows, format!("{heavy}\n")).unwrap();
         let task = crate::core::task::Task::load(&import(&o).unwrap()[0]).unwrap();
         assert_eq!(task.benches[0].runs, 1);
         assert_eq!(task.benches[0].timeout.as_secs(), 3600);
+        let crate::core::task::HumanRef::ImageCommit { commit, patch } = &task.human else {
+            panic!("{:?}", task.human);
+        };
+        assert_eq!(commit, "177ff8b5a2804bc3560c438bd71cbb266561feda");
+        assert!(patch.as_ref().is_some_and(|p| p.ends_with("human.patch")));
 
         let mut bad = row.clone();
         bad["tests"] = serde_json::json!([1]);

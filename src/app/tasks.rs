@@ -43,17 +43,21 @@ pub fn task_commits(task: &Task, material: &Material) -> Result<TaskCommits> {
             base: base_commit.clone(),
             human: c.clone(),
         },
-        (Source::Git { base_commit, .. } | Source::Url { base_commit, .. }, HumanRef::Patch(_)) => {
-            TaskCommits {
-                base: base_commit.clone(),
-                human: made()?.human,
-            }
-        }
+        (
+            Source::Git { base_commit, .. } | Source::Url { base_commit, .. },
+            HumanRef::Patch(_) | HumanRef::ImageCommit { .. },
+        ) => TaskCommits {
+            base: base_commit.clone(),
+            human: made()?.human,
+        },
         (Source::Folder(_), _) => made()?,
         // Base is the image's own tree, which never leaves it: the image names it.
         (Source::Image { image }, _) => TaskCommits {
             base: image.clone(),
-            human: crate::core::digest::sha256_hex(material.human_patch.as_bytes()),
+            human: match &material.human_commit {
+                Some(commit) => commit.clone(),
+                None => crate::core::digest::sha256_hex(material.human_patch.as_bytes()),
+            },
         },
     };
     if let Some(stated) = &task.commits {
@@ -293,6 +297,7 @@ mod tests {
             ],
             image_files: Vec::new(),
             human_patch: human_patch.into(),
+            human_commit: None,
             digest: String::new(),
         }
     }

@@ -42,6 +42,11 @@ pub const ASSETS: &[Asset] = &[
         mode: 0o755,
     },
     Asset {
+        path: "opt/harness/human_commit.sh",
+        bytes: include_bytes!("../../harness/human_commit.sh"),
+        mode: 0o755,
+    },
+    Asset {
         path: "opt/harness/timed_run.py",
         bytes: include_bytes!("../../harness/timed_run.py"),
         mode: 0o755,

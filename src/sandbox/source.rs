@@ -26,7 +26,11 @@ pub struct Entry {
 #[derive(Debug, Clone)]
 pub struct Material {
     pub entries: Vec<Entry>,
+    /// The human reference as a patch against base: for `human.commit` inside a prebuilt
+    /// image, the task's fallback patch (empty when it gives none).
     pub human_patch: String,
+    /// `human.commit` inside a prebuilt image: diffed and applied in the container.
+    pub human_commit: Option<String>,
     /// `[image] files`: (absolute path in the image, bytes).
     pub image_files: Vec<(String, Vec<u8>)>,
     /// sha256 of everything above.
@@ -83,6 +87,11 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
     let human_patch = match &task.human {
         HumanRef::Patch(p) => std::fs::read_to_string(p)
             .with_context(|| format!("{}: cannot read human patch", p.display()))?,
+        HumanRef::ImageCommit { patch, .. } => match patch {
+            Some(p) => std::fs::read_to_string(p)
+                .with_context(|| format!("{}: cannot read human patch", p.display()))?,
+            None => String::new(),
+        },
         HumanRef::Commit(c) => {
             let repo = repo_for_human
                 .as_ref()
@@ -112,7 +121,11 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
             })?
         }
     };
-    if human_patch.trim().is_empty() {
+    let human_commit = match &task.human {
+        HumanRef::ImageCommit { commit, .. } => Some(commit.clone()),
+        HumanRef::Patch(_) | HumanRef::Commit(_) => None,
+    };
+    if human_patch.trim().is_empty() && human_commit.is_none() {
         bail!(
             "{}: the human reference is an empty patch",
             task.toml_path.display()
@@ -124,10 +137,15 @@ pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
             std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
         image_files.push((target.clone(), data));
     }
-    let digest = digest_of(&entries, &human_patch, &image_files);
+    let mut human = human_patch.clone();
+    if let Some(c) = &human_commit {
+        human.push_str(&format!("\0commit:{c}"));
+    }
+    let digest = digest_of(&entries, &human, &image_files);
     Ok(Material {
         entries,
         human_patch,
+        human_commit,
         image_files,
         digest,
     })
@@ -163,7 +181,8 @@ pub fn check_entries(entries: &[Entry]) -> Result<()> {
     Ok(())
 }
 
-fn digest_of(entries: &[Entry], human_patch: &str, image_files: &[(String, Vec<u8>)]) -> String {
+/// `human`: the human reference's patch, and its commit where it is one inside the image.
+fn digest_of(entries: &[Entry], human: &str, image_files: &[(String, Vec<u8>)]) -> String {
     let mut h = Sha256::new();
     for e in entries {
         h.update(e.path.as_bytes());
@@ -181,7 +200,7 @@ fn digest_of(entries: &[Entry], human_patch: &str, image_files: &[(String, Vec<u
         h.update([0]);
     }
     h.update(b"human:");
-    h.update(human_patch.as_bytes());
+    h.update(human.as_bytes());
     for (target, data) in image_files {
         h.update(format!("\0file:{target}:{}:", data.len()).as_bytes());
         h.update(data);

@@ -51,6 +51,13 @@ pub enum HumanRef {
     Patch(PathBuf),
     /// `opt_commit` in the git source.
     Commit(String),
+    /// `opt_commit` inside a prebuilt image (`source.image`; GSO's images keep the object):
+    /// applied as the diff from the image's base to it in the container, submodules it moves
+    /// checked out; where the image lacks the object, `patch` (GSO's gt_diff), if given.
+    ImageCommit {
+        commit: String,
+        patch: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -179,22 +179,30 @@ fn revision(given: &str, field: &str, field_err: &FieldErr) -> Result<String> {
 }
 
 fn human(dir: &Path, raw: RawHuman, source: &Source, field_err: &FieldErr) -> Result<HumanRef> {
-    Ok(match (raw.patch, raw.commit) {
-        (Some(p), None) => {
-            let path = inside(dir, &p).map_err(|m| field_err("human.patch", m))?;
-            if !path.is_file() {
-                return Err(field_err(
-                    "human.patch",
-                    format!("{} is not a file", path.display()),
-                ));
-            }
-            HumanRef::Patch(path)
+    let patch_file = |p: &str| -> Result<PathBuf> {
+        let path = inside(dir, p).map_err(|m| field_err("human.patch", m))?;
+        if !path.is_file() {
+            return Err(field_err(
+                "human.patch",
+                format!("{} is not a file", path.display()),
+            ));
         }
+        Ok(path)
+    };
+    if let Source::Image { .. } = source
+        && let Some(c) = &raw.commit
+    {
+        let commit = object_name(c).map_err(|m| field_err("human.commit", m))?;
+        let patch = raw.patch.as_deref().map(patch_file).transpose()?;
+        return Ok(HumanRef::ImageCommit { commit, patch });
+    }
+    Ok(match (raw.patch, raw.commit) {
+        (Some(p), None) => HumanRef::Patch(patch_file(&p)?),
         (None, Some(c)) => {
             if matches!(source, Source::Folder(_) | Source::Image { .. }) {
                 return Err(field_err(
                     "human.commit",
-                    "needs a git source (source.git or source.url); use human.patch with source.path or source.image".into(),
+                    "needs a git source (source.git, source.url or source.image); use human.patch with source.path".into(),
                 ));
             }
             HumanRef::Commit(revision(&c, "human.commit", field_err)?)
@@ -202,10 +210,25 @@ fn human(dir: &Path, raw: RawHuman, source: &Source, field_err: &FieldErr) -> Re
         _ => {
             return Err(field_err(
                 "human",
-                "give exactly one of `patch` (a file) or `commit`".into(),
+                "give exactly one of `patch` (a file) or `commit` (both only with source.image: \
+                 the commit where the image holds it, the patch where it does not)"
+                    .into(),
             ));
         }
     })
+}
+
+/// A commit inside a prebuilt image is named by its object id: the image keeps no ref to it.
+fn object_name(given: &str) -> std::result::Result<String, String> {
+    let c = given.trim().to_ascii_lowercase();
+    if (7..=64).contains(&c.len()) && c.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(c)
+    } else {
+        Err(format!(
+            "{given:?} is not a commit's object id (7 to 64 hex digits): with source.image the \
+             commit is looked up by id in the image, which keeps no ref to it"
+        ))
+    }
 }
 
 /// The image's and phases' settings.

@@ -254,3 +254,54 @@ fn task_paths_stay_in_the_folder_and_revisions_are_revisions() {
     let e = format!("{:#}", parse(d.path(), &via_link).unwrap_err());
     assert!(e.contains("outside the task's folder"), "{e}");
 }
+
+#[test]
+fn a_prebuilt_image_takes_a_human_commit_by_object_id_with_or_without_a_patch() {
+    let d = task_dir();
+    let image = GOOD.replace("path = \"repo\"", "image = \"gso.eval.x86_64.a:latest\"");
+    let commit = "78CE88bcb6847e3d22cd2627f03059a3b5cff85c";
+    for (human, patch) in [
+        (format!("commit = \"{commit}\""), None),
+        (
+            format!("commit = \"{commit}\"\npatch = \"human.patch\""),
+            Some(d.path().join("human.patch")),
+        ),
+    ] {
+        let t = parse(d.path(), &image.replace("patch = \"human.patch\"", &human)).unwrap();
+        assert_eq!(
+            t.human,
+            HumanRef::ImageCommit {
+                commit: commit.to_ascii_lowercase(),
+                patch
+            }
+        );
+    }
+    // A ref name means nothing in an image that keeps no ref to the commit.
+    let err = parse(
+        d.path(),
+        &image.replace("patch = \"human.patch\"", "commit = \"HEAD~1\""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("field `human.commit`") && err.contains("object id"),
+        "{err}"
+    );
+    // Both only with an image: a git source's commit is the human, a patch beside it is
+    // ambiguous.
+    let err = parse(
+        d.path(),
+        &GOOD
+            .replace(
+                "path = \"repo\"",
+                "git = \"repo\"\nbase_commit = \"abc1234\"",
+            )
+            .replace(
+                "patch = \"human.patch\"",
+                "patch = \"human.patch\"\ncommit = \"abc1235\"",
+            ),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("field `human`"), "{err}");
+}

@@ -193,11 +193,20 @@ async fn apply(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Fai
     } else {
         crate::sandbox::protect::RUN_AS
     };
-    let argv = [
-        "/bin/sh".to_string(),
-        "/opt/harness/apply_patch.sh".into(),
-        PATCH_PATH.into(),
-    ];
+    let argv = match (&v.role, &step.prep.task.human) {
+        // GSO's opt_commit, where the image holds it; the task's patch where it does not.
+        (Role::Human, crate::core::task::HumanRef::ImageCommit { commit, .. }) => vec![
+            "/bin/sh".to_string(),
+            "/opt/harness/human_commit.sh".into(),
+            commit.clone(),
+            PATCH_PATH.into(),
+        ],
+        _ => vec![
+            "/bin/sh".to_string(),
+            "/opt/harness/apply_patch.sh".into(),
+            PATCH_PATH.into(),
+        ],
+    };
     let out = sb
         .exec_as(&argv, user, &[], limit, LOG_LIMIT)
         .await
