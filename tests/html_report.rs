@@ -211,6 +211,38 @@ fn run_and_compare_pages_render_with_the_json_numbers_and_nothing_hostile_runs()
         1100,
     );
 
+    // -q: the summary, not the list of files written.
+    let res = run(harness().args(["-q", "report"]).arg(out.join("alpha")));
+    assert_eq!(res.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&res.stdout);
+    assert!(said.contains("Opt@") && !said.contains("wrote "), "{said}");
+
+    // A copy of a run (the same model, id, folder name and start) is still told apart.
+    let copy = tmp.path().join("copy/out/alpha");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    let cp = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(out.join("alpha"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let res = run(harness()
+        .arg("compare")
+        .arg(out.join("alpha"))
+        .arg(&copy)
+        .arg("--json"));
+    assert_eq!(res.status.code(), Some(0));
+    let c: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+    let (first, second) = (&c["contenders"][0]["label"], &c["contenders"][1]["label"]);
+    assert_ne!(first, second);
+    assert!(
+        [first, second]
+            .iter()
+            .any(|l| l.as_str().unwrap_or("").contains("copy/out/alpha")),
+        "{first} {second}"
+    );
+
     // Runs judged under different criteria are not ranked against each other unless asked.
     let res = run(harness()
         .arg("report")

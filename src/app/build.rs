@@ -64,11 +64,11 @@ async fn one(engine: &Engine, o: &BuildOptions, task: &Task) -> usize {
     .await;
     match result {
         Ok(img) if img.cached => {
-            println!("{}: {} (cached)", task.id, img.tag);
+            crate::outln!("{}: {} (cached)", task.id, img.tag);
             0
         }
         Ok(img) => {
-            println!(
+            crate::outln!(
                 "{}: {} (built in {:.1} s, log {})",
                 task.id,
                 img.tag,

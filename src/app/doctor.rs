@@ -138,8 +138,10 @@ pub async fn diagnose(opts: &DoctorOptions) -> Vec<Check> {
                 Level::Fail,
                 format!("no answer at {host}: {e:#}"),
                 "start the Docker Engine (`sudo systemctl start docker`), check that DOCKER_HOST \
-                 names it (unix:///path/docker.sock, tcp://host:2375, ssh://user@host), and that \
-                 this user may use its socket (member of the `docker` group, or root)",
+                 names it (unix:///path/docker.sock or tcp://host:2375; an ssh:// engine through a \
+                 forwarded socket: `ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST`, \
+                 then DOCKER_HOST=unix:///tmp/docker.sock), and that this user may use its \
+                 socket (member of the `docker` group, or root)",
             ));
             None
         }
@@ -527,12 +529,12 @@ pub fn exit_code(checks: &[Check]) -> i32 {
 pub async fn command(opts: DoctorOptions, json: bool) -> anyhow::Result<i32> {
     let checks = diagnose(&opts).await;
     if json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "checks": checks }))?
         );
     } else {
-        print!(
+        crate::out!(
             "{}",
             crate::core::text::for_terminal_block(&render(&checks))
         );

@@ -130,10 +130,10 @@ pub async fn command(opts: ProbeOptions) -> Result<i32> {
     crate::core::results::write_atomic(&opts.out, format!("{json}\n").as_bytes())
         .with_context(|| format!("gpu probe: writing {}", opts.out.display()))?;
     if opts.json {
-        println!("{json}");
+        crate::outln!("{json}");
     } else {
-        print!("{}", render_text(&report));
-        println!("wrote {}", for_terminal(&opts.out.display().to_string()));
+        crate::out!("{}", render_text(&report));
+        crate::outln!("wrote {}", for_terminal(&opts.out.display().to_string()));
     }
     Ok(report.exit_code())
 }

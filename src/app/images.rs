@@ -449,9 +449,9 @@ pub async fn command(opts: GcOptions, json: bool) -> Result<i32> {
     let engine = Engine::connect().await?;
     let report = gc(&engine, &opts).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render(&report));
+        crate::out!("{}", render(&report));
     }
     Ok(if report.failures.is_empty() { 0 } else { 1 })
 }

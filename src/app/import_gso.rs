@@ -462,7 +462,7 @@ fn replace_folder(new: &Path, dest: &Path, trash: &Path) -> Result<()> {
 pub fn command(o: ImportOptions) -> Result<i32> {
     let made = import(&o)?;
     for dir in &made {
-        println!("{}", dir.display());
+        crate::outln!("{}", dir.display());
     }
     eprintln!(
         "imported {} GSO task(s) into {} (each needs its image, gso.eval.<arch>.<id>:<tag>, on this Docker engine)",

@@ -192,7 +192,7 @@ pub fn command(o: ManifestOptions) -> anyhow::Result<i32> {
             o.name
         );
     }
-    print!("{}", manifest(&o)?);
+    crate::out!("{}", manifest(&o)?);
     Ok(0)
 }
 

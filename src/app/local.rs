@@ -300,11 +300,11 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
         disk_check: o.disk_check,
     })?;
     let outcome = crate::app::opt_at_k::run(&plan).await?;
-    print!(
+    crate::out!(
         "{}",
         crate::core::text::for_terminal_block(&three_way(&found, &model, &outcome.summary))
     );
-    println!("results: {}", outcome.run_dir.root.display());
+    crate::outln!("results: {}", outcome.run_dir.root.display());
     Ok(crate::app::opt_at_k::exit_code(&outcome))
 }
 

@@ -562,6 +562,7 @@ pub fn command(
     run_dirs: &[PathBuf],
     out: &Path,
     json: bool,
+    quiet: bool,
     ci: &crate::app::ci::CiOptions,
 ) -> Result<i32> {
     let parts = super::fanout::partition_folders(run_dirs)?;
@@ -584,11 +585,11 @@ pub fn command(
     }
     if json {
         let json = crate::app::ci::json_output(summary, &judged, ci, None)?;
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}", report::terminal_summary(summary));
-        for f in &merged.report_files {
-            println!("wrote {}", f.display());
+        crate::out!("{}", report::terminal_summary(summary));
+        for f in merged.report_files.iter().filter(|_| !quiet) {
+            crate::outln!("wrote {}", f.display());
         }
     }
     eprint!("{}", crate::app::ci::describe(&judged));

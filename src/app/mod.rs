@@ -20,4 +20,5 @@ pub mod report;
 pub mod reporter;
 pub mod slurm;
 pub mod status;
+pub mod stdout;
 pub mod tasks;

@@ -187,7 +187,7 @@ pub fn submit(mut o: SubmitOptions) -> Result<i32> {
     };
     if o.dry_run {
         write_json(&o.out.join("fanout.json"), &fanout)?;
-        println!(
+        crate::outln!(
             "wrote {} and {} (not submitted: --dry-run)",
             array_path.display(),
             merge_path.display()
@@ -205,12 +205,12 @@ pub fn submit(mut o: SubmitOptions) -> Result<i32> {
     fanout.array_job = Some(array.clone());
     fanout.merge_job = Some(merge.clone());
     write_json(&o.out.join("fanout.json"), &fanout)?;
-    println!(
+    crate::outln!(
         "array job {array} ({} parts), merge job {merge} (after it)",
         o.nodes
     );
-    println!("progress: harness status {}", o.out.display());
-    println!(
+    crate::outln!("progress: harness status {}", o.out.display());
+    crate::outln!(
         "a failed part I: sbatch --array=I {}, then sbatch {}",
         array_path.display(),
         merge_path.display()

@@ -359,7 +359,7 @@ pub fn command(run_dirs: &[PathBuf], json: bool) -> Result<i32> {
     let runs = status_of(run_dirs)?;
     let fanouts = super::fanout::fanouts(&runs);
     if json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "runs": runs, "fanouts": fanouts }))?
         );
@@ -367,9 +367,9 @@ pub fn command(run_dirs: &[PathBuf], json: bool) -> Result<i32> {
         let text: Vec<String> = runs.iter().map(render).collect();
         // Each field went through `for_terminal` already; the whole text once more.
         let text = crate::core::text::for_terminal_block(&text.join("\n"));
-        print!("{text}");
+        crate::out!("{text}");
         for f in &fanouts {
-            print!(
+            crate::out!(
                 "\n{}",
                 crate::core::text::for_terminal_block(&super::fanout::render(f))
             );

@@ -269,7 +269,7 @@ pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
 /// `harness tasks`: every task of the dataset with its base and human commits.
 pub fn command(dataset: &std::path::Path, results_dir: &std::path::Path) -> Result<i32> {
     let dataset = crate::core::dataset::Dataset::load(dataset)?;
-    print!("{}", task_listing(&dataset, &results_dir.join(".cache")));
+    crate::out!("{}", task_listing(&dataset, &results_dir.join(".cache")));
     Ok(if dataset.invalid.is_empty() { 0 } else { 1 })
 }
 

@@ -395,7 +395,7 @@ pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosi
     drop(tx);
     let _ = reporter.await;
     let batch = batch?;
-    println!(
+    crate::outln!(
         "{} patch(es) of {} written to {}",
         batch.runs.len(),
         o.agent,

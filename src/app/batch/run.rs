@@ -67,10 +67,10 @@ pub async fn command(o: BatchOptions) -> Result<i32> {
         super::html::page(&report, &batch_dir).as_bytes(),
     )?;
     if o.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", super::terminal_table(&report));
-        println!("results: {}", batch_dir.display());
+        crate::out!("{}", super::terminal_table(&report));
+        crate::outln!("results: {}", batch_dir.display());
     }
     Ok(code)
 }

@@ -31,6 +31,8 @@ pub struct CompareOptions {
     /// The spread of a run's log speedup between runs of the same code
     /// (`core::compare::BETWEEN_RUN_SD` unless set).
     pub between_run_sd: f64,
+    /// `-q`: no "wrote" line.
+    pub quiet: bool,
 }
 
 /// One run as a contender.
@@ -133,14 +135,14 @@ pub fn command(o: CompareOptions) -> Result<i32> {
             .with_context(|| format!("{}: cannot write", path.display()))?;
     }
     if o.json {
-        println!("{}", serde_json::to_string_pretty(&comparison)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {
-        print!(
+        crate::out!(
             "{}",
             crate::core::text::for_terminal_block(&text::render(&comparison))
         );
-        if let Some(path) = &o.html {
-            println!("wrote {}", path.display());
+        if let Some(path) = o.html.as_ref().filter(|_| !o.quiet) {
+            crate::outln!("wrote {}", path.display());
         }
     }
     Ok(0)
@@ -221,7 +223,7 @@ fn labels(runs: &[PathBuf], summaries: &[Summary]) -> Vec<String> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| dir.display().to_string())
     };
-    summaries
+    let labels = summaries
         .iter()
         .zip(runs)
         .map(|(s, dir)| {
@@ -247,7 +249,26 @@ fn labels(runs: &[PathBuf], summaries: &[Summary]) -> Vec<String> {
                 s.info.model.clone()
             }
         })
-        .collect()
+        .collect::<Vec<String>>();
+    // A copied run folder (or one folder given twice) has all of the above in common: its
+    // path, then its place on the command line, tell it apart.
+    let mut labels = labels;
+    for pass in 0..2 {
+        let repeated: Vec<bool> = labels
+            .iter()
+            .map(|l| labels.iter().filter(|o| *o == l).count() > 1)
+            .collect();
+        for (i, label) in labels.iter_mut().enumerate() {
+            if repeated[i] {
+                if pass == 0 {
+                    label.push_str(&format!(" at {}", runs[i].display()));
+                } else {
+                    label.push_str(&format!(" (argument {})", i + 1));
+                }
+            }
+        }
+    }
+    labels
 }
 
 /// The settings that differ between the runs, each with every run's value.

@@ -55,10 +55,10 @@ pub async fn command(plan: RunPlan, ci: &crate::app::ci::CiOptions) -> Result<i3
             "report_files": outcome.report_files,
         });
         let json = crate::app::ci::json_output(&outcome.summary, &judged, ci, Some(invocation))?;
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}", report::terminal_summary(&outcome.summary));
-        println!("results: {}", outcome.run_dir.root.display());
+        crate::out!("{}", report::terminal_summary(&outcome.summary));
+        crate::outln!("results: {}", outcome.run_dir.root.display());
     }
     eprint!("{}", crate::app::ci::describe(&judged));
     Ok(match exit_code(&outcome) {

@@ -128,6 +128,27 @@ pub(super) fn read_predictions(
         }
         chosen.insert(task.id.clone(), preds);
     }
+    if chosen.values().all(BTreeMap::is_empty) {
+        // Every sample would be unsubmitted: a 0% run, most likely the wrong file or dataset.
+        let named: Vec<String> = predictions
+            .by_instance
+            .iter()
+            .take(5)
+            .filter_map(|(id, p)| p.values().next().map(|r| format!("{id:?} ({})", r.origin)))
+            .collect();
+        bail!(
+            "no prediction names a selected instance of dataset {} ({} selected); the predictions \
+             name {}{}",
+            plan.dataset.display(),
+            tasks.len(),
+            named.join(", "),
+            if predictions.by_instance.len() > 5 {
+                format!(" and {} more", predictions.by_instance.len() - 5)
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(chosen)
 }
 

@@ -68,6 +68,8 @@ pub struct ReportOptions {
     /// `--hacked-ids FILE`: recorded in run.json, so later reports keep it.
     pub hacked_ids: Option<PathBuf>,
     pub ci: CiOptions,
+    /// `-q`: the summary without the list of files written.
+    pub quiet: bool,
 }
 
 pub fn command(o: ReportOptions) -> Result<i32> {
@@ -121,11 +123,11 @@ pub fn command(o: ReportOptions) -> Result<i32> {
     let judged = o.ci.write_outputs(&gates, &summary)?;
     if o.json {
         let json = crate::app::ci::json_output(&summary, &judged, &o.ci, None)?;
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{}", super::terminal_summary(&summary));
-        for f in files {
-            println!("wrote {}", f.display());
+        crate::out!("{}", super::terminal_summary(&summary));
+        for f in files.iter().filter(|_| !o.quiet) {
+            crate::outln!("wrote {}", f.display());
         }
     }
     eprint!("{}", crate::app::ci::describe(&judged));

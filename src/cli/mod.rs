@@ -1,0 +1,311 @@
+//! The command line: clap's types, and their mapping onto the commands of `app` (each
+//! command's own options; the rule and budget are `core::settings::Settings`, flattened).
+
+mod args;
+mod hints;
+
+pub use args::*;
+
+use anyhow::Result;
+use clap::Parser;
+
+use crate::app::plan::{RawRunOptions, RunPlan};
+use crate::core::events::Verbosity;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "harness",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HARNESS_GIT_COMMIT"), ")"),
+    about = "Evaluate agent patches that make software faster: Opt@K and pass@k, measured in containers"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Only warnings and the final summary.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Every phase of every variant.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    /// Let task files name paths outside their own folder (`source.path`, `source.git`,
+    /// `human.patch`, `[image] files`): only for a dataset you trust, since a task could
+    /// otherwise read any file of this machine into its image.
+    #[arg(long, global = true, env = "HARNESS_ALLOW_OUTSIDE_TASK_PATHS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_outside_task_paths: bool,
+    /// A variable a task's `[env] pass` may take from this environment (repeat it, or a
+    /// comma-separated list in HARNESS_PASS_ENV): a dataset only asks; without this no
+    /// variable of yours reaches its containers.
+    #[arg(
+        long = "pass-env",
+        value_name = "NAME",
+        global = true,
+        env = "HARNESS_PASS_ENV",
+        value_delimiter = ','
+    )]
+    pub pass_env: Vec<String>,
+}
+
+/// Parses the command line like clap's `Parser::parse`, except that a usage error exits 1
+/// (bad input) rather than clap's 2, which is the exit code of a missed `--fail-under`
+/// threshold. `--help` and `--version` exit 0. (The binary's `main` still calls
+/// `Cli::parse()`: switching it to this function makes every usage error exit 1.)
+pub fn parse_args() -> Cli {
+    match hints::parse(std::env::args().collect()) {
+        Ok(cli) => cli,
+        Err(message) => {
+            eprint!("{message}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Exit codes: 0 the run completed, 1 bad input or infrastructure failure (a sample ended
+/// `error`), 2 a `--fail-under` threshold missed, 130 interrupted by SIGINT, 143 by SIGTERM
+/// (the first that applies in the order 130/143, 1, 2).
+pub async fn main_with(cli: Cli) -> i32 {
+    crate::core::task::allow_outside_paths(cli.allow_outside_task_paths);
+    crate::core::task::allow_pass_env(cli.pass_env.clone());
+    let verbosity = if cli.quiet {
+        Verbosity::Quiet
+    } else if cli.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
+    match dispatch(cli.command, verbosity).await {
+        Ok(code) => code,
+        Err(e) => {
+            // An error can carry text from a container or a run folder: its lines are
+            // kept, its control characters shown, never obeyed.
+            eprintln!(
+                "error: {}",
+                crate::core::text::for_terminal_block(&format!("{e:#}"))
+            );
+            1
+        }
+    }
+}
+
+async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
+    use crate::app::*;
+    match command {
+        Command::OptAtK(a) => {
+            let plan = opt_at_k_plan(&a, verbosity)?;
+            opt_at_k::command(plan, &a.ci.options()).await
+        }
+        Command::Run(a) => {
+            batch::command(batch::BatchOptions {
+                config: a.config,
+                results_dir: a.results_dir,
+                json: a.json,
+                fail_under: a.fail_under,
+                gpu: a.gpu.options(),
+                disk_check: a.disk.disk_check,
+                verbosity,
+            })
+            .await
+        }
+        Command::Build(a) => {
+            build::command(
+                build::BuildOptions {
+                    dataset: a.dataset,
+                    instance_ids: a.instance_ids,
+                    force: a.force,
+                    jobs: a.jobs,
+                    results_dir: a.results_dir,
+                },
+                verbosity,
+            )
+            .await
+        }
+        Command::Report(a) => report::command::command(report::command::ReportOptions {
+            run_dir: a.run_dir,
+            json: a.json,
+            allow_mixed_machines: a.allow_mixed_machines,
+            regrade: report::command::RuleOverrides {
+                criterion: a.criterion,
+                min_speedup: a.min_speedup,
+                opt_thresh: a.opt_thresh,
+                seed: a.seed,
+                estimator: a.estimator,
+            },
+            hacked_ids: a.hacked_ids,
+            ci: a.ci.options(),
+            quiet: verbosity == Verbosity::Quiet,
+        }),
+        Command::Local(a) => {
+            local::command(
+                local::LocalOptions {
+                    commit: a.commit,
+                    patch: a.patch,
+                    predictions: a.predictions,
+                    agent: a.agent,
+                    agents: a.agents,
+                    dataset: a.dataset,
+                    results_dir: a.results_dir,
+                    settings: a.settings,
+                    gpu: a.gpu.options(),
+                    disk_check: a.disk.disk_check,
+                },
+                verbosity,
+            )
+            .await
+        }
+        Command::Tasks(TasksArgs {
+            action: Some(TasksCommand::ImportGso(a)),
+            ..
+        }) => crate::app::import_gso::command(crate::app::import_gso::ImportOptions {
+            rows: a.rows,
+            out: a.out,
+            image_prefix: a.image_prefix,
+            network: !a.no_network,
+            cpus: a.cpus,
+            memory: a.memory,
+        }),
+        Command::Tasks(a) => tasks::command(&a.dataset, &a.results_dir),
+        Command::Agent(AgentCommand::Run(a)) => {
+            agent::command(
+                agent::AgentRunOptions {
+                    agent: a.agent,
+                    agents: a.agents,
+                    dataset: a.dataset,
+                    instance_ids: a.instance_ids,
+                    samples: a.samples,
+                    results_dir: a.results_dir,
+                    out: a.out,
+                },
+                verbosity,
+            )
+            .await
+        }
+        Command::Status(a) => status::command(&a.run_dirs, a.json),
+        Command::Slurm(SlurmCommand::Submit(a)) => slurm_submit(a),
+        Command::K8s(K8sCommand::Manifest(a)) => {
+            let o = forwarded_opt_at_k(&a.opt_at_k, "k8s manifest")?;
+            crate::app::k8s::command(crate::app::k8s::ManifestOptions {
+                parts: a.parts,
+                name: a.name,
+                image: a.image,
+                claim: a.claim,
+                gpus_per_pod: a.gpus_per_pod,
+                docker: a.docker,
+                namespace: a.namespace,
+                opt_at_k_args: a.opt_at_k,
+                model: o.model,
+                k: o.k,
+            })
+        }
+        Command::Compare(a) => compare::command(compare::CompareOptions {
+            run_dirs: a.run_dirs,
+            html: a.html,
+            json: a.json,
+            allow_mixed: a.allow_mixed,
+            between_run_sd: a.between_run_sd,
+            quiet: verbosity == Verbosity::Quiet,
+        }),
+        Command::Merge(a) => merge::command(
+            &a.run_dirs,
+            &a.out,
+            a.json,
+            verbosity == Verbosity::Quiet,
+            &a.ci.options(),
+        ),
+        Command::Doctor(a) => {
+            doctor::command(
+                doctor::DoctorOptions {
+                    nvml_lib: a.nvml_lib,
+                    require_gpu: a.require_gpu,
+                },
+                a.json,
+            )
+            .await
+        }
+        Command::Gpu(GpuCommand::Probe(a)) => {
+            gpu_probe::command(gpu_probe::ProbeOptions {
+                command: a.command,
+                interval: std::time::Duration::from_millis(a.interval_ms),
+                gpus: (!a.gpus.is_empty()).then_some(a.gpus),
+                nvml_lib: a.nvml_lib,
+                out: a.out,
+                json: a.json,
+            })
+            .await
+        }
+        Command::Images(ImagesCommand::Gc(a)) => {
+            images::command(
+                images::GcOptions {
+                    dataset: a.dataset,
+                    cache_dir: a.results_dir.join(".cache"),
+                    dry_run: a.dry_run,
+                    all_tasks: a.all_tasks,
+                },
+                a.json,
+            )
+            .await
+        }
+    }
+}
+
+/// The plan of an `opt-at-k` run from its arguments.
+fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
+    RunPlan::resolve(RawRunOptions {
+        model: a.model.clone(),
+        predictions: a.predictions.clone(),
+        k: a.k,
+        dataset: a.common.dataset.clone(),
+        results_root: a.common.results_dir.clone(),
+        run_id: a.common.run_id.clone(),
+        instance_ids: a.common.instance_ids.clone(),
+        jobs: a.common.jobs,
+        settings: a.settings,
+        verbosity,
+        json: a.json,
+        gpu: a.gpu.options(),
+        partition: a.common.partition.clone(),
+        hacked_ids: a.hacked_ids.clone(),
+        rollout_per_file: a.rollout_per_file,
+        disk_check: a.disk.disk_check,
+    })
+}
+
+/// The opt-at-k options after `--` of a fan-out command, checked as opt-at-k would check
+/// them before anything is written or submitted; --partition and --results-dir are the
+/// fan-out's to set.
+fn forwarded_opt_at_k(args: &[String], what: &str) -> Result<OptAtKArgs> {
+    for flag in ["--partition", "--results-dir"] {
+        if args
+            .iter()
+            .any(|x| x == flag || x.starts_with(&format!("{flag}=")))
+        {
+            anyhow::bail!(
+                "{what}: {flag} is set for each partition; leave it out of the opt-at-k options"
+            );
+        }
+    }
+    let argv = ["harness", "opt-at-k"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    let parsed = Cli::try_parse_from(argv)
+        .map_err(|e| anyhow::anyhow!("{what}: the opt-at-k options after --: {e}"))?;
+    match parsed.command {
+        Command::OptAtK(o) => Ok(*o),
+        _ => anyhow::bail!("{what}: the options after -- are not opt-at-k's"),
+    }
+}
+
+/// `harness slurm submit`.
+fn slurm_submit(a: SlurmSubmitArgs) -> Result<i32> {
+    let o = forwarded_opt_at_k(&a.opt_at_k, "slurm submit")?;
+    crate::app::slurm::submit(crate::app::slurm::SubmitOptions {
+        nodes: a.nodes,
+        out: a.out,
+        gres: a.gres,
+        partition_name: a.partition_name,
+        sbatch_args: a.sbatch_args,
+        opt_at_k_args: a.opt_at_k,
+        model: o.model,
+        k: o.k,
+        dry_run: a.dry_run,
+    })
+}

@@ -1,0 +1,137 @@
+//! What a first user hits (issue 31): each papercut with the test that failed before it was
+//! fixed. None of these needs Docker; where a command must stop before the engine, the
+//! engine's address points nowhere, so reaching it would show in the error.
+
+mod common;
+
+use common::*;
+
+/// The harness with a Docker address that answers nothing.
+fn offline() -> std::process::Command {
+    let mut c = harness();
+    c.env("DOCKER_HOST", "unix:///nonexistent/docker.sock");
+    c
+}
+
+#[test]
+fn predictions_that_name_no_instance_of_the_dataset_stop_before_the_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("tasks");
+    make_task(&ds, "fine", SLOW, FAST, "");
+    let preds = tmp.path().join("p.jsonl");
+    predictions(&preds, &[("no-such-task", Some("diff --git a/x b/x\n"))]);
+    let results = tmp.path().join("out");
+    let out = run(offline()
+        .args([
+            "opt-at-k",
+            "--model",
+            "test-model",
+            "--k",
+            "1",
+            "--run-id",
+            "r",
+        ])
+        .arg("--predictions")
+        .arg(&preds)
+        .arg("--dataset")
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(&results));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no prediction names a selected instance of dataset")
+            && err.contains("\"no-such-task\" (")
+            && err.contains("p.jsonl:1)"),
+        "{err}"
+    );
+    assert!(!err.contains("nonexistent"), "the engine was asked: {err}");
+    assert!(!results.join("r").exists(), "nothing is written");
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    // The reader exits at once; the harness starts writing after it has gone.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec 3>&1; { sleep 0.5; \"$0\" tasks --dataset tasks; echo \"rc=$?\" >&3; } | true")
+        .arg(env!("CARGO_BIN_EXE_harness"))
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(stdout.contains("rc=0"), "{stdout} {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn the_version_names_the_commit_the_build_records() {
+    let out = run(harness().arg("--version"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with(&format!("harness {} (", env!("CARGO_PKG_VERSION"))) && said.contains(')'),
+        "{said}"
+    );
+    let commit = said
+        .split('(')
+        .nth(1)
+        .unwrap_or("")
+        .trim_end()
+        .trim_end_matches(')');
+    assert!(
+        commit == "unknown" || commit.len() >= 12,
+        "{said}: the commit run.json records"
+    );
+}
+
+#[test]
+fn usage_errors_say_what_was_meant() {
+    let out = run(harness().args(["run", "--model", "o3"]));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("did you mean `harness opt-at-k --model") && !err.contains("'-- --model'"),
+        "{err}"
+    );
+    // A negative number is a value, judged as one.
+    let out = run(harness()
+        .args([
+            "opt-at-k",
+            "--model",
+            "demo-agent",
+            "--k",
+            "1",
+            "--min-speedup",
+            "-1",
+        ])
+        .args(["--predictions", "tasks/_predictions/demo-agent.jsonl"]));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--min-speedup: -1 is not a positive number"),
+        "{err}"
+    );
+    // import-gso's help names every format it reads.
+    let out = run(harness().args(["tasks", "import-gso", "--help"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Parquet"));
+}
+
+#[test]
+fn doctor_offers_only_docker_hosts_this_build_can_reach() {
+    let out = run(harness()
+        .env("DOCKER_HOST", "ssh://user@host")
+        .arg("doctor"));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("ssh -nNT -L"), "{said}");
+    assert!(
+        !said.contains("ssh://user@host)"),
+        "offered as a form it takes: {said}"
+    );
+}
