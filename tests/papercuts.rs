@@ -135,3 +135,69 @@ fn doctor_offers_only_docker_hosts_this_build_can_reach() {
         "offered as a form it takes: {said}"
     );
 }
+
+/// Every file under `dir` with one of `exts`, recursively.
+fn files_under(dir: &std::path::Path, exts: &[&str]) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| exts.iter().any(|e| x == *e)) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_dependency_is_used() {
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap()).unwrap();
+    let code: String = files_under(&repo_root().join("src"), &["rs"])
+        .into_iter()
+        .chain([repo_root().join("build.rs")])
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect();
+    let deps = manifest["dependencies"].as_table().unwrap();
+    let unused: Vec<&String> = deps
+        .keys()
+        .filter(|name| {
+            let ident = name.replace('-', "_");
+            !code.contains(&format!("{ident}::")) && !code.contains(&format!("{ident}!"))
+        })
+        .collect();
+    assert!(unused.is_empty(), "dependencies nothing uses: {unused:?}");
+}
+
+#[test]
+fn no_build_output_is_tracked_and_every_cited_document_exists() {
+    let out = std::process::Command::new("git")
+        .args(["ls-files"])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let tracked = String::from_utf8_lossy(&out.stdout);
+    let built: Vec<&str> = tracked
+        .lines()
+        .filter(|f| f.ends_with(".pyc") || f.contains("__pycache__/"))
+        .collect();
+    assert!(built.is_empty(), "{built:?}");
+    // A comment that sends the reader to a document names one the repository has.
+    let cited = regex::Regex::new(r"\b([A-Z][A-Za-z_]*\.md|docs/[a-z0-9/_-]+\.md)\b").unwrap();
+    let mut missing = Vec::new();
+    for file in files_under(&repo_root().join("src"), &["rs"]) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let comments = text.lines().filter(|l| l.trim_start().starts_with("//"));
+        for m in comments.flat_map(|l| cited.captures_iter(l).collect::<Vec<_>>()) {
+            let doc = &m[1];
+            if !repo_root().join(doc).exists() && !repo_root().join("docs/src").join(doc).exists() {
+                missing.push(format!("{}: {doc}", file.display()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
+}

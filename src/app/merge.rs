@@ -562,7 +562,7 @@ pub fn command(
     run_dirs: &[PathBuf],
     out: &Path,
     json: bool,
-    quiet: bool,
+    verbosity: crate::core::events::Verbosity,
     ci: &crate::app::ci::CiOptions,
 ) -> Result<i32> {
     let parts = super::fanout::partition_folders(run_dirs)?;
@@ -587,8 +587,14 @@ pub fn command(
         let json = crate::app::ci::json_output(summary, &judged, ci, None)?;
         crate::outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        crate::out!("{}", report::terminal_summary(summary));
-        for f in merged.report_files.iter().filter(|_| !quiet) {
+        use crate::core::events::Verbosity;
+        let verbose = verbosity == Verbosity::Verbose;
+        crate::out!("{}", report::run_ending(summary, out, verbose));
+        for f in merged
+            .report_files
+            .iter()
+            .filter(|_| verbosity != Verbosity::Quiet)
+        {
             crate::outln!("wrote {}", f.display());
         }
     }

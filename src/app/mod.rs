@@ -22,3 +22,4 @@ pub mod slurm;
 pub mod status;
 pub mod stdout;
 pub mod tasks;
+pub mod view;

@@ -377,3 +377,97 @@ pub fn command(run_dirs: &[PathBuf], json: bool) -> Result<i32> {
     }
     Ok(0)
 }
+
+/// One line of `harness status` with no run folder named.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunLine {
+    pub run_dir: PathBuf,
+    pub run_id: String,
+    pub model: String,
+    pub k: usize,
+    pub started_at: String,
+    /// complete, partial (finished with samples left or failed), running or stopped (no
+    /// end recorded), interrupted.
+    pub state: &'static str,
+    pub done: usize,
+    pub expected: usize,
+    /// Opt@K in percent, from the run's summary.json (written with its reports).
+    pub opt_at_k: Option<f64>,
+}
+
+/// `harness status` with no run folder: every run under `results_dir` (batch entries and
+/// fan-out parts included), newest first, one line each.
+pub fn list(results_dir: &Path, json: bool) -> Result<i32> {
+    if !results_dir.is_dir() {
+        bail!(
+            "{}: no results folder here (runs go to evaluation_results/ unless --results-dir \
+             says otherwise)",
+            results_dir.display()
+        );
+    }
+    let mut lines: Vec<RunLine> = Vec::new();
+    for dir in run_folders(results_dir)? {
+        let Ok(s) = run_status(&dir) else { continue };
+        let info = RunDir { root: dir.clone() }.load_run_info()?;
+        let score = std::fs::read(dir.join(crate::core::results::names::SUMMARY_JSON))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["totals"]["score"].as_f64());
+        lines.push(RunLine {
+            state: match (&s.interrupted, s.finished, s.complete) {
+                (Some(_), _, _) => "interrupted",
+                (None, false, _) => "running or stopped",
+                (None, true, true) => "complete",
+                (None, true, false) => "partial",
+            },
+            run_dir: dir,
+            run_id: s.run_id,
+            model: s.model,
+            k: s.k,
+            started_at: info.started_at,
+            done: s.totals.done,
+            expected: s.totals.expected,
+            opt_at_k: score,
+        });
+    }
+    lines.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    if json {
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "runs": lines }))?
+        );
+        return Ok(0);
+    }
+    if lines.is_empty() {
+        crate::outln!("no run under {}", results_dir.display());
+        return Ok(0);
+    }
+    let header: Vec<String> = [
+        "started", "run", "model", "K", "done", "state", "Opt@K", "folder",
+    ]
+    .iter()
+    .map(|h| h.to_string())
+    .collect();
+    let rows: Vec<Vec<String>> = lines
+        .iter()
+        .map(|l| {
+            vec![
+                l.started_at
+                    .chars()
+                    .take(16)
+                    .collect::<String>()
+                    .replace('T', " "),
+                l.run_id.clone(),
+                l.model.clone(),
+                l.k.to_string(),
+                format!("{}/{}", l.done, l.expected),
+                l.state.to_string(),
+                l.opt_at_k.map_or("-".into(), |s| format!("{s:.2}%")),
+                l.run_dir.display().to_string(),
+            ]
+        })
+        .collect();
+    let cells: Vec<&[String]> = rows.iter().map(Vec::as_slice).collect();
+    crate::out!("{}", crate::app::report::columns(&header, &cells));
+    Ok(0)
+}

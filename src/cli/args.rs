@@ -33,8 +33,18 @@ pub enum Command {
     /// Agents named in agents.toml: `harness agent run` makes a predictions file.
     #[command(subcommand)]
     Agent(AgentCommand),
-    /// What a run folder holds: done, failed and left samples per model and task (no Docker).
+    /// What a run folder holds: done, failed and left samples per model and task; with no
+    /// folder named, every run under the results folder, one line each (no Docker).
     Status(StatusArgs),
+    /// Shell completion for bash, zsh, fish, elvish or PowerShell, on stdout
+    /// (`scripts/setup.sh` installs it).
+    Completions(CompletionsArgs),
+    /// Manual pages, one per command (`harness.1`, `harness-opt-at-k.1`, ...), into a folder
+    /// (`scripts/setup.sh` installs them).
+    Man(ManArgs),
+    /// A run's page (report.html): opened in the desktop's browser, or served on a local
+    /// address where there is none (no Docker).
+    View(ViewArgs),
     /// Fan a run out over a Slurm cluster: an sbatch array job, one partition per element,
     /// and a merge job after it.
     #[command(subcommand)]
@@ -212,12 +222,46 @@ pub struct SlurmSubmitArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Run folders (evaluation_results/<run_id>), or folders holding run folders.
-    #[arg(required = true)]
+    /// Run folders (evaluation_results/<run_id>), or folders holding run folders. None:
+    /// every run under --results-dir, one line each.
     pub run_dirs: Vec<PathBuf>,
+    /// Where the runs are, when no run folder is named.
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
     /// Print the counts as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The folder the pages go to (made if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// A run (or batch) folder; none: the newest run under --results-dir.
+    pub run_dir: Option<PathBuf>,
+    #[arg(long, default_value = "evaluation_results")]
+    pub results_dir: PathBuf,
+    /// Serve the folder even where a browser could be opened.
+    #[arg(long)]
+    pub serve: bool,
+    /// The address to serve on (a remote machine: keep 127.0.0.1 and forward the port,
+    /// `ssh -L 8000:127.0.0.1:8000 HOST`).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// The port (0: any free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
 }
 
 #[derive(Debug, Args)]

@@ -6,9 +6,14 @@ use clap::{CommandFactory, FromArgMatches};
 
 use super::Cli;
 
+/// The command line as the binary parses it (completions and manual pages are made from it).
+pub(super) fn command() -> clap::Command {
+    negatives_are_values(Cli::command())
+}
+
 /// The parsed command line, or the usage error to print.
 pub(super) fn parse(argv: Vec<String>) -> Result<Cli, String> {
-    let command = negatives_are_values(Cli::command());
+    let command = command();
     let matches = match command.clone().try_get_matches_from(&argv) {
         Ok(m) => m,
         Err(e) => {

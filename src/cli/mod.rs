@@ -131,7 +131,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             },
             hacked_ids: a.hacked_ids,
             ci: a.ci.options(),
-            quiet: verbosity == Verbosity::Quiet,
+            verbosity,
         }),
         Command::Local(a) => {
             local::command(
@@ -178,6 +178,32 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             )
             .await
         }
+        Command::Completions(a) => {
+            let mut command = hints::command();
+            let mut script = Vec::new();
+            clap_complete::generate(a.shell, &mut command, "harness", &mut script);
+            crate::out!("{}", String::from_utf8_lossy(&script));
+            Ok(0)
+        }
+        Command::Man(a) => {
+            std::fs::create_dir_all(&a.out)
+                .map_err(|e| anyhow::anyhow!("{}: cannot make it: {e}", a.out.display()))?;
+            clap_mangen::generate_to(hints::command(), &a.out)
+                .map_err(|e| anyhow::anyhow!("{}: cannot write the pages: {e}", a.out.display()))?;
+            crate::outln!("wrote the manual pages into {}", a.out.display());
+            Ok(0)
+        }
+        Command::View(a) => {
+            view::command(view::ViewOptions {
+                run_dir: a.run_dir,
+                results_dir: a.results_dir,
+                serve: a.serve,
+                bind: a.bind,
+                port: a.port,
+            })
+            .await
+        }
+        Command::Status(a) if a.run_dirs.is_empty() => status::list(&a.results_dir, a.json),
         Command::Status(a) => status::command(&a.run_dirs, a.json),
         Command::Slurm(SlurmCommand::Submit(a)) => slurm_submit(a),
         Command::K8s(K8sCommand::Manifest(a)) => {
@@ -203,13 +229,9 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             between_run_sd: a.between_run_sd,
             quiet: verbosity == Verbosity::Quiet,
         }),
-        Command::Merge(a) => merge::command(
-            &a.run_dirs,
-            &a.out,
-            a.json,
-            verbosity == Verbosity::Quiet,
-            &a.ci.options(),
-        ),
+        Command::Merge(a) => {
+            merge::command(&a.run_dirs, &a.out, a.json, verbosity, &a.ci.options())
+        }
         Command::Doctor(a) => {
             doctor::command(
                 doctor::DoctorOptions {

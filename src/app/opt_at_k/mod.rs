@@ -57,8 +57,11 @@ pub async fn command(plan: RunPlan, ci: &crate::app::ci::CiOptions) -> Result<i3
         let json = crate::app::ci::json_output(&outcome.summary, &judged, ci, Some(invocation))?;
         crate::outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        crate::out!("{}", report::terminal_summary(&outcome.summary));
-        crate::outln!("results: {}", outcome.run_dir.root.display());
+        let verbose = plan.verbosity == crate::core::events::Verbosity::Verbose;
+        crate::out!(
+            "{}",
+            report::run_ending(&outcome.summary, &outcome.run_dir.root, verbose)
+        );
     }
     eprint!("{}", crate::app::ci::describe(&judged));
     Ok(match exit_code(&outcome) {

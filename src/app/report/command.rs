@@ -68,8 +68,9 @@ pub struct ReportOptions {
     /// `--hacked-ids FILE`: recorded in run.json, so later reports keep it.
     pub hacked_ids: Option<PathBuf>,
     pub ci: CiOptions,
-    /// `-q`: the summary without the list of files written.
-    pub quiet: bool,
+    /// `-q`: the summary without the list of files written; `-v`: the table of every sample
+    /// however long.
+    pub verbosity: crate::core::events::Verbosity,
 }
 
 pub fn command(o: ReportOptions) -> Result<i32> {
@@ -125,8 +126,10 @@ pub fn command(o: ReportOptions) -> Result<i32> {
         let json = crate::app::ci::json_output(&summary, &judged, &o.ci, None)?;
         crate::outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        crate::out!("{}", super::terminal_summary(&summary));
-        for f in files.iter().filter(|_| !o.quiet) {
+        let verbose = o.verbosity == crate::core::events::Verbosity::Verbose;
+        crate::out!("{}", super::run_ending(&summary, &o.run_dir, verbose));
+        let quiet = o.verbosity == crate::core::events::Verbosity::Quiet;
+        for f in files.iter().filter(|_| !quiet) {
             crate::outln!("wrote {}", f.display());
         }
     }

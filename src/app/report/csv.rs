@@ -12,8 +12,9 @@ impl Exporter for ResultsCsv {
     }
 }
 
+/// RFC 4180: a field with a comma, quote, or line break (`\n` or `\r`) is quoted.
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
@@ -72,4 +73,19 @@ pub fn results_csv(summary: &Summary) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_field;
+
+    #[test]
+    fn fields_with_separators_or_line_breaks_are_quoted() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("line\nbreak"), "\"line\nbreak\"");
+        // A lone carriage return ends a record for spreadsheet readers too.
+        assert_eq!(csv_field("carriage\rreturn"), "\"carriage\rreturn\"");
+    }
 }

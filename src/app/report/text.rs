@@ -200,9 +200,97 @@ pub fn terminal_summary(summary: &Summary) -> String {
     let rows = rows(summary);
     let cells: Vec<&[String]> = rows.iter().map(|r| r.cells.as_slice()).collect();
     let mut out = columns(&headers(summary), &cells);
-    let t = &summary.totals;
+    out.push('\n');
+    out.push_str(&scores(summary));
+    out
+}
+
+/// The per-sample table is printed when it has at most this many rows (or with -v).
+pub const SHORT_TABLE: usize = 20;
+
+/// What a finished run prints: the table of every sample when it is short (or with
+/// `verbose`), the scores, and a headline that ends by pointing at the run's page.
+pub fn run_ending(summary: &Summary, run_dir: &std::path::Path, verbose: bool) -> String {
+    let samples: usize = summary.instances.iter().map(|i| i.samples.len()).sum();
+    let mut out = if verbose || samples <= SHORT_TABLE {
+        terminal_summary(summary)
+    } else {
+        format!(
+            "{samples} samples: every one is in summary.md and on the page (or run with -v)\n\n{}",
+            scores(summary)
+        )
+    };
     let show = crate::core::text::for_terminal;
     out.push('\n');
+    out.push_str(&show(&headline(summary)));
+    out.push('\n');
+    out.push_str(&format!(
+        "page: {}\n",
+        show(
+            &run_dir
+                .join(crate::core::results::names::REPORT_HTML)
+                .display()
+                .to_string()
+        )
+    ));
+    out
+}
+
+/// Opt@K with its interval, pass@1, how many measured samples were decided, the run's wall
+/// time.
+pub fn headline(summary: &Summary) -> String {
+    let t = &summary.totals;
+    let k = summary.info.k;
+    let opt_ci = t.opt_at_k_ci.get(k.saturating_sub(1));
+    let mut parts = vec![format!(
+        "Opt@{k} {:.2}%{}{}",
+        t.score,
+        pct_ci(opt_ci),
+        if t.complete { "" } else { " (partial)" }
+    )];
+    if let Some(p1) = t.pass_at_k.first() {
+        parts.push(format!(
+            "pass@1 {}{}",
+            pct(*p1),
+            pct_ci(t.pass_at_k_ci.first())
+        ));
+    }
+    let measured = summary
+        .instances
+        .iter()
+        .flat_map(|i| &i.samples)
+        .filter(|s| s.opt_stats.is_some())
+        .count();
+    parts.push(match t.inconclusive_samples {
+        0 => format!("decided {measured} of {measured} measured samples"),
+        n => format!(
+            "decided {} of {measured} measured samples ({n} inconclusive)",
+            measured.saturating_sub(n)
+        ),
+    });
+    if let Some(wall) = wall_time(&summary.info) {
+        parts.push(format!("wall {wall}"));
+    }
+    parts.join(" · ")
+}
+
+/// From the run's start to its end, as `1h 02m`, `3m 05s` or `42s`.
+pub(crate) fn wall_time(info: &crate::core::results::RunInfo) -> Option<String> {
+    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    let secs = (parse(info.finished_at.as_deref()?)? - parse(&info.started_at)?).num_seconds();
+    Some(match secs {
+        s if s < 0 => return None,
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {:02}s", s / 60, s % 60),
+        s => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    })
+}
+
+/// The run's settings line and its scores.
+fn scores(summary: &Summary) -> String {
+    let t = &summary.totals;
+    let show = crate::core::text::for_terminal;
+    let mut out = String::new();
     out.push_str(&show(&header_line(summary)));
     out.push('\n');
     let statuses: Vec<String> = t

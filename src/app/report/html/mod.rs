@@ -135,6 +135,17 @@ fn header(summary: &Summary) -> String {
         esc(&info.model),
         esc(&info.run_id)
     );
+    let day = |s: &str| s.chars().take(16).collect::<String>().replace('T', " ");
+    let _ = write!(
+        out,
+        "<p class=\"muted\" id=\"run-when\">Started {} UTC{}</p>",
+        esc(&day(&info.started_at)),
+        match (&info.finished_at, crate::app::report::text::wall_time(info)) {
+            (Some(end), Some(wall)) =>
+                format!(", finished {} UTC ({})", esc(&day(end)), esc(&wall)),
+            _ => ", not finished".to_string(),
+        }
+    );
     if let Some(line) = crate::app::report::text::partial_line(summary) {
         let _ = write!(
             out,
