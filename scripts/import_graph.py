@@ -10,7 +10,7 @@ Floors, lowest first; a file may import from its own floor and the ones below:
   1 core/       task model, rule, statistics, verdicts, metrics, timings, results, events
   2 sandbox/    Docker, the in-container assets and protections, images, evaluation
   3 app/        one module per command, the reports, the progress reporter
-  4 cli.rs, lib.rs, main.rs
+  4 cli/, lib.rs, main.rs
 """
 import os
 import re

@@ -1,4 +1,4 @@
-//! The metrics of PRODUCT.md section 6, as plain functions over plain numbers.
+//! The metrics of docs/src/metrics.md, as plain functions over plain numbers.
 
 use serde::{Deserialize, Serialize};
 
@@ -117,7 +117,7 @@ pub struct BenchPair {
     pub patch: f64,
 }
 
-/// The speedups of PRODUCT.md section 6 when base and human are each compared with the
+/// The speedups of docs/src/metrics.md when base and human are each compared with the
 /// patch on their own paired rounds: `vs_base` gives the speedups over base, `vs_human`
 /// those against human (the patch's mean may differ slightly between the two).
 pub fn opt_stats_from_pairs(vs_base: &[BenchPair], vs_human: &[BenchPair]) -> Option<OptStats> {
@@ -165,7 +165,7 @@ pub fn opt_stats_from_pairs(vs_base: &[BenchPair], vs_human: &[BenchPair]) -> Op
     })
 }
 
-/// The speedups of PRODUCT.md section 6. `None` when a mean is missing or not positive.
+/// The speedups of docs/src/metrics.md. `None` when a mean is missing or not positive.
 pub fn opt_stats(benches: &[BenchMeans]) -> Option<OptStats> {
     if benches.is_empty()
         || benches.iter().any(|b| {

@@ -1,4 +1,4 @@
-//! Agents run by the harness (PRODUCT.md 8b): an agent named in `agents.toml` runs inside a
+//! Agents run by the harness (docs/src/commands/agent.md): an agent named in `agents.toml` runs inside a
 //! fresh container of a task's image, at `/testbed`, as the sandbox user; the diff of the
 //! tree after it finished is its patch, saved as a predictions row.
 //!

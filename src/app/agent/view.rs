@@ -1,4 +1,4 @@
-//! What an agent's container shows it (PRODUCT.md 10: an agent never sees hidden tests,
+//! What an agent's container shows it (docs/src/commands/agent.md: an agent never sees hidden tests,
 //! reference results or the human fix). The agent runs in the task's image, which holds the
 //! evaluation's hidden parts; before the agent starts, root takes them out of its container
 //! and checks, as the sandbox user, that they are gone:

@@ -1,4 +1,4 @@
-//! How one task is evaluated (PRODUCT.md section 4): a container per variant (base, human,
+//! How one task is evaluated (docs/src/evaluation.md): a container per variant (base, human,
 //! each sample), patch by the cascade, install, test, then interleaved measurement of every
 //! correct variant; containers removed on every path.
 
