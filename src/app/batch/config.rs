@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::RESERVED;
+use super::problems::{Problems, screen};
 use crate::core::results::sanitize;
 use crate::core::settings::Settings;
 
@@ -110,8 +111,9 @@ pub fn load(config: &Path) -> Result<BatchPlan> {
 pub fn parse(text: &str, config: &Path) -> Result<BatchPlan> {
     let table: toml::Table = toml::from_str(text)
         .map_err(|e| anyhow::anyhow!("{}: {}", config.display(), e.to_string().trim_end()))?;
-    let mut problems: Vec<String> = Vec::new();
-    let (settings, rest) = split_settings(table, &mut problems);
+    let mut problems = Problems::default();
+    let (settings, mut rest) = split_settings(table, &mut problems);
+    screen_keys(&mut rest, &mut problems);
     let raw: RawConfig = rest.try_into().map_err(|e: toml::de::Error| {
         anyhow::anyhow!("{}: {}", config.display(), e.to_string().trim_end())
     })?;
@@ -138,7 +140,7 @@ pub fn parse(text: &str, config: &Path) -> Result<BatchPlan> {
             "{}: {} problem(s), nothing was run:\n  {}",
             config.display(),
             problems.len(),
-            problems.join("\n  ")
+            problems.render(text, config).join("\n  ")
         );
     }
     Ok(BatchPlan {
@@ -152,7 +154,7 @@ pub fn parse(text: &str, config: &Path) -> Result<BatchPlan> {
 
 /// The batch-wide settings (the keys of [`Settings`]) out of the file's top-level table,
 /// each read on its own so every bad one is named, and the rest of the table.
-fn split_settings(mut table: toml::Table, problems: &mut Vec<String>) -> (Settings, toml::Table) {
+fn split_settings(mut table: toml::Table, problems: &mut Problems) -> (Settings, toml::Table) {
     let mut good = toml::Table::new();
     for key in Settings::keys() {
         let Some(value) = table.remove(&key) else {
@@ -164,41 +166,82 @@ fn split_settings(mut table: toml::Table, problems: &mut Vec<String>) -> (Settin
             Ok(_) => {
                 good.insert(key, value);
             }
-            Err(e) => problems.push(format!("{key}: {}", e.to_string().trim_end())),
+            Err(e) => problems.push(&key, format!("{key}: {}", e.to_string().trim_end())),
         }
     }
     let settings = Settings::deserialize(good).unwrap_or_default();
     for (key, why) in settings.problems() {
-        problems.push(format!("{key}: {why}"));
+        problems.push(key, format!("{key}: {why}"));
     }
     (settings, table)
 }
 
 /// The batch's name and parallelism, and the file-wide checks.
-fn check_head(raw: &RawConfig, problems: &mut Vec<String>) -> (String, usize) {
+/// Keys no place takes, and values of the wrong type, out of the file's tables: each a
+/// problem, so that every one is listed (serde would stop at the first).
+fn screen_keys(rest: &mut toml::Table, problems: &mut Problems) {
+    const TOP: [&str; 6] = [
+        "name",
+        "parallelism",
+        "dataset",
+        "k",
+        "instance_ids",
+        "entry",
+    ];
+    const ENTRY: [&str; 6] = [
+        "model",
+        "label",
+        "predictions",
+        "k",
+        "dataset",
+        "instance_ids",
+    ];
+    let entry_keys: Vec<String> = ENTRY.iter().map(|k| k.to_string()).collect();
+    if let Some(toml::Value::Array(entries)) = rest.get_mut("entry") {
+        for (i, e) in entries.iter_mut().enumerate() {
+            if let toml::Value::Table(t) = e {
+                let (at, who) = (format!("entry[{}].", i + 1), format!("entry {}: ", i + 1));
+                screen::<RawEntry>(t, &entry_keys, &at, &who, problems);
+            }
+        }
+    }
+    let mut top: Vec<String> = TOP.iter().map(|k| k.to_string()).collect();
+    top.extend(Settings::keys());
+    screen::<RawConfig>(rest, &top, "", "", problems);
+}
+
+fn check_head(raw: &RawConfig, problems: &mut Problems) -> (String, usize) {
     let name = match raw.name.as_deref().map(str::trim) {
         None => {
-            problems
-                .push("name: missing (the batch folder's name under the results folder)".into());
+            problems.push(
+                "name",
+                "name: missing (the batch folder's name under the results folder)",
+            );
             String::new()
         }
         Some(n) if n.is_empty() || sanitize(n) != n => {
-            problems.push(format!(
-                "name {n:?}: use only letters, digits, '.', '_' and '-' (it names a folder)"
-            ));
+            problems.push(
+                "name",
+                format!(
+                    "name {n:?}: use only letters, digits, '.', '_' and '-' (it names a folder)"
+                ),
+            );
             String::new()
         }
         Some(n) => n.to_string(),
     };
     let jobs = raw.parallelism.unwrap_or(1);
     if jobs == 0 {
-        problems.push("parallelism: must be at least 1".into());
+        problems.push("parallelism", "parallelism: must be at least 1");
     }
     if raw.k == Some(0) {
-        problems.push("k: must be at least 1".into());
+        problems.push("k", "k: must be at least 1");
     }
     if raw.entry.is_empty() {
-        problems.push("no [[entry]]: a batch needs at least one (model, predictions, k)".into());
+        problems.push(
+            "entry",
+            "no [[entry]]: a batch needs at least one (model, predictions, k)",
+        );
     }
     (name, jobs)
 }
@@ -210,7 +253,7 @@ fn check_entry(
     raw: &RawConfig,
     base: &Path,
     taken: &mut Vec<(String, usize)>,
-    problems: &mut Vec<String>,
+    problems: &mut Problems,
 ) -> EntryPlan {
     let resolve = |p: &Path| normalize(&base.join(p));
     let model = e.model.clone().unwrap_or_default();
@@ -219,7 +262,12 @@ fn check_entry(
     } else {
         format!("entry {index} (model {model:?})")
     };
-    let mut bad = |field: &str, why: String| problems.push(format!("{who}: {field}: {why}"));
+    let mut bad = |field: &str, why: String| {
+        problems.push(
+            format!("entry[{index}].{field}"),
+            format!("{who}: {field}: {why}"),
+        )
+    };
     if e.model.is_none() {
         bad("model", "missing".into());
     } else if model.trim().is_empty() {
@@ -388,6 +436,29 @@ mod tests {
         assert_eq!(b.run_id, "a-k1");
         assert_eq!(b.predictions.len(), 2);
         assert_eq!(b.instance_ids, vec!["t1".to_string()]);
+    }
+
+    #[test]
+    fn every_problem_is_listed_with_its_line_and_column() {
+        let f = Fixture::new();
+        let e = f.err(
+            "name = \"b\"\nk = \"three\"\nseeed = 1\n[[entry]]\nmodel = \"a\"\n\
+             predictions = \"a.jsonl\"\nsamples = 2\n[[entry]]\nmodel = \"b\"\n",
+        );
+        for want in [
+            "6 problem(s), nothing was run",
+            "batch.toml:2:1: k: invalid type: string \"three\"",
+            "batch.toml:3:1: seeed: unknown key (this place takes name, parallelism, dataset, k, instance_ids, entry,",
+            "batch.toml:7:1: entry 1: samples: unknown key (this place takes model, label, predictions,",
+            "batch.toml:8:1: entry 2 (model \"b\"): predictions: missing",
+        ] {
+            assert!(e.contains(want), "{want:?} missing in:\n{e}");
+        }
+        // The rule's keys are among those the file takes.
+        let unknown = e.lines().find(|l| l.contains("seeed")).unwrap_or("");
+        for key in ["criterion", "seed", "min_speedup", "max_rounds"] {
+            assert!(unknown.contains(key), "{key} missing in {unknown}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 mod config;
 mod html;
+mod problems;
 mod rank;
 mod report;
 mod run;
