@@ -21,5 +21,6 @@ pub mod reporter;
 pub mod slurm;
 pub mod status;
 pub mod stdout;
+pub mod table;
 pub mod tasks;
 pub mod view;

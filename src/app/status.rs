@@ -249,27 +249,12 @@ pub fn status_of(paths: &[PathBuf]) -> Result<Vec<RunStatus>> {
     Ok(out)
 }
 
+/// The first row is the header.
 fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(c, s)| format!("{s:<w$}", w = widths[c]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
+    match rows.split_first() {
+        Some((header, rest)) => crate::app::table::render(header, rest, &[]),
+        None => String::new(),
     }
-    out
 }
 
 /// The text `harness status` prints for one run folder.

@@ -242,21 +242,24 @@ pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
     use crate::core::text::for_terminal as shown;
     let mut out = String::new();
     let (all, problems) = all_commits(dataset, cache_dir);
-    let width = all.iter().map(|(id, _)| id.len()).max().unwrap_or(8).max(8);
-    out.push_str(&format!(
-        "{:<width$}  {:<12}  {:<12}  {:<4}  description\n",
-        "instance", "base", "human", "gpus"
-    ));
-    for (id, c) in &all {
-        let task = &dataset.tasks[id];
-        out.push_str(&format!(
-            "{id:<width$}  {:<12}  {:<12}  {:<4}  {}\n",
-            shown(short(&c.base)),
-            shown(short(&c.human)),
-            task.resources.gpus,
-            shown(&task.description)
-        ));
-    }
+    let header: Vec<String> = ["instance", "base", "human", "gpus", "description"]
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|(id, c)| {
+            let task = &dataset.tasks[id];
+            vec![
+                id.clone(),
+                short(&c.base).to_string(),
+                short(&c.human).to_string(),
+                task.resources.gpus.to_string(),
+                task.description.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&crate::app::table::render(&header, &rows, &[]));
     for p in problems {
         out.push_str(&format!("cannot list: {}\n", shown(&p)));
     }

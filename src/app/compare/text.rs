@@ -11,19 +11,19 @@ pub fn render(c: &Comparison) -> String {
         c.contenders.len(),
         c.shared_instances.len()
     );
-    // As wide as the longest label: labels are what tell two runs of one id apart.
-    let w = c
-        .contenders
-        .iter()
-        .map(|ct| ct.label.chars().count())
-        .max()
-        .unwrap_or(3)
-        .clamp(3, 100);
-    let _ = writeln!(
-        out,
-        "{:<5} {:<14} {:<w$} {:>8} {:>14} {:>10} {:>8}",
-        "rank", "rank interval", "run", "Opt@K", "shared opt", "P(first)", "pass@1"
-    );
+    let header: Vec<String> = [
+        "rank",
+        "rank interval",
+        "run",
+        "Opt@K",
+        "shared opt",
+        "P(first)",
+        "pass@1",
+    ]
+    .iter()
+    .map(|h| h.to_string())
+    .collect();
+    let mut rows = Vec::new();
     for i in c.by_rank() {
         let ct = &c.contenders[i];
         let (rank, interval, first) = match &ct.rank {
@@ -34,18 +34,21 @@ pub fn render(c: &Comparison) -> String {
             ),
             None => ("-".into(), "-".into(), "-".into()),
         };
-        let _ = writeln!(
-            out,
-            "{:<5} {:<14} {:<w$} {:>7.2}% {:>14} {:>10} {:>7.2}%",
+        // Labels are what tell two runs of one id apart: shown whole, up to 100 characters.
+        rows.push(vec![
             rank,
             interval,
-            truncate(&ct.label, w),
-            ct.opt_at_k,
+            truncate(&ct.label, 100),
+            format!("{:.2}%", ct.opt_at_k),
             format!("{}/{}", ct.shared_opt_commit, c.shared_instances.len()),
             first,
-            ct.pass_at_k.first().copied().unwrap_or(0.0) * 100.0
-        );
+            format!(
+                "{:.2}%",
+                ct.pass_at_k.first().copied().unwrap_or(0.0) * 100.0
+            ),
+        ]);
     }
+    out.push_str(&crate::app::table::render(&header, &rows, &[3, 4, 5, 6]));
     let _ = writeln!(
         out,
         "\nPer task (A over B: A's speedup over its base divided by B's; {:.0}% interval \

@@ -159,40 +159,10 @@ pub(super) fn curve_line(xs: &[f64], ci: &[[f64; 2]]) -> String {
         .join("  ")
 }
 
-/// A header and rows as left-aligned columns two spaces apart, one line each; every cell
-/// shown for a terminal (`core::text::for_terminal`: a cell read from a run folder cannot
-/// move the cursor or start a line).
+/// A header and rows as left-aligned columns two spaces apart (`app::table`).
 pub fn columns(header: &[String], rows: &[&[String]]) -> String {
-    let show = |cells: &[String]| -> Vec<String> {
-        cells
-            .iter()
-            .map(|c| crate::core::text::for_terminal(c))
-            .collect()
-    };
-    let header = show(header);
-    let rows: Vec<Vec<String>> = rows.iter().map(|r| show(r)).collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let mut out = String::new();
-    for cells in std::iter::once(&header).chain(rows.iter()) {
-        out.push_str(&line(cells));
-        out.push('\n');
-    }
-    out
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.to_vec()).collect();
+    crate::app::table::render(header, &rows, &[])
 }
 
 /// The table printed at the end of a run.
