@@ -201,3 +201,46 @@ fn no_build_output_is_tracked_and_every_cited_document_exists() {
     }
     assert!(missing.is_empty(), "{missing:#?}");
 }
+
+#[test]
+fn every_command_that_prints_a_result_takes_json() {
+    for command in [
+        "opt-at-k",
+        "run",
+        "build",
+        "report",
+        "compare",
+        "tasks",
+        "local",
+        "agent run",
+        "status",
+        "merge",
+        "doctor",
+        "images gc",
+        "gpu probe",
+    ] {
+        let out = run(harness().args(command.split(' ')).arg("--help"));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("--json"),
+            "harness {command} has no --json"
+        );
+    }
+    let out = run(harness().args(["tasks", "--json"]));
+    assert_eq!(out.status.code(), Some(0));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["instance_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["dedupe-list", "pair-sum", "primes-sieve", "word-freq"]
+    );
+    assert_eq!(
+        listed["tasks"][0]["human"].as_str().map(str::len),
+        Some(40),
+        "{listed}"
+    );
+}

@@ -22,6 +22,8 @@ pub struct BuildOptions {
     pub jobs: usize,
     /// Where build logs go (under images/) and sources are cached.
     pub results_dir: PathBuf,
+    /// The images as JSON on stdout instead of a line each.
+    pub json: bool,
 }
 
 pub async fn command(o: BuildOptions, verbosity: Verbosity) -> Result<i32> {
@@ -41,17 +43,24 @@ async fn build(o: &BuildOptions, events: &Events) -> Result<i32> {
     }
     let engine = Engine::connect().await?;
     ensure_base_images(&engine, &tasks, events).await?;
-    let failures: usize = futures::stream::iter(tasks.iter().map(|task| one(&engine, o, task)))
-        .buffer_unordered(o.jobs.max(1))
-        .collect::<Vec<usize>>()
-        .await
-        .into_iter()
-        .sum();
+    let images: Vec<serde_json::Value> =
+        futures::stream::iter(tasks.iter().map(|task| one(&engine, o, task)))
+            .buffer_unordered(o.jobs.max(1))
+            .collect()
+            .await;
+    let failures = images.iter().filter(|i| !i["error"].is_null()).count();
+    if o.json {
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "images": images }))?
+        );
+    }
     Ok(if failures > 0 { 1 } else { 0 })
 }
 
-/// One task's image: 0 when it is there, 1 when it failed.
-async fn one(engine: &Engine, o: &BuildOptions, task: &Task) -> usize {
+/// One task's image, as `--json` has it (`error` set when it failed); said on the terminal
+/// unless `--json`.
+async fn one(engine: &Engine, o: &BuildOptions, task: &Task) -> serde_json::Value {
     let cache = o.results_dir.join(".cache");
     let log = o
         .results_dir
@@ -63,19 +72,21 @@ async fn one(engine: &Engine, o: &BuildOptions, task: &Task) -> usize {
     }
     .await;
     match result {
-        Ok(img) if img.cached => {
-            crate::outln!("{}: {} (cached)", task.id, img.tag);
-            0
-        }
         Ok(img) => {
-            crate::outln!(
-                "{}: {} (built in {:.1} s, log {})",
-                task.id,
-                img.tag,
-                img.build_seconds,
-                img.log_path.display()
-            );
-            0
+            if o.json {
+            } else if img.cached {
+                crate::outln!("{}: {} (cached)", task.id, img.tag);
+            } else {
+                crate::outln!(
+                    "{}: {} (built in {:.1} s, log {})",
+                    task.id,
+                    img.tag,
+                    img.build_seconds,
+                    img.log_path.display()
+                );
+            }
+            serde_json::json!({"instance_id": task.id, "image": img.tag, "cached": img.cached,
+                "build_seconds": img.build_seconds, "log": img.log_path, "error": null})
         }
         Err(e) => {
             // A failed build's error can quote the build's own output.
@@ -84,7 +95,7 @@ async fn one(engine: &Engine, o: &BuildOptions, task: &Task) -> usize {
                 task.id,
                 crate::core::text::for_terminal_block(&format!("{e:#}"))
             );
-            1
+            serde_json::json!({"instance_id": task.id, "error": format!("{e:#}")})
         }
     }
 }

@@ -261,6 +261,9 @@ pub struct LocalOptions {
     pub settings: crate::core::settings::Settings,
     pub gpu: crate::sandbox::gpu::GpuOptions,
     pub disk_check: crate::core::disk::DiskCheck,
+    /// The run's summary as JSON on stdout (what `opt-at-k --json` prints) instead of the
+    /// three-way text.
+    pub json: bool,
 }
 
 /// `harness local`: one task by commit prefix, base, human and one patch judged three ways.
@@ -300,11 +303,29 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
         disk_check: o.disk_check,
     })?;
     let outcome = crate::app::opt_at_k::run(&plan).await?;
+    if o.json {
+        let run = serde_json::json!({"run_dir": outcome.run_dir.root, "task": found.task_id});
+        let json = crate::app::ci::json_output(
+            &outcome.summary,
+            &[],
+            &crate::app::ci::CiOptions::default(),
+            Some(run),
+        )?;
+        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(crate::app::opt_at_k::exit_code(&outcome));
+    }
     crate::out!(
         "{}",
         crate::core::text::for_terminal_block(&three_way(&found, &model, &outcome.summary))
     );
-    crate::outln!("results: {}", outcome.run_dir.root.display());
+    crate::outln!(
+        "page: {}",
+        outcome
+            .run_dir
+            .root
+            .join(crate::core::results::names::REPORT_HTML)
+            .display()
+    );
     Ok(crate::app::opt_at_k::exit_code(&outcome))
 }
 

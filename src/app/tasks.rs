@@ -270,9 +270,29 @@ pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
 }
 
 /// `harness tasks`: every task of the dataset with its base and human commits.
-pub fn command(dataset: &std::path::Path, results_dir: &std::path::Path) -> Result<i32> {
+pub fn command(
+    dataset: &std::path::Path,
+    results_dir: &std::path::Path,
+    json: bool,
+) -> Result<i32> {
     let dataset = crate::core::dataset::Dataset::load(dataset)?;
-    crate::out!("{}", task_listing(&dataset, &results_dir.join(".cache")));
+    let cache = results_dir.join(".cache");
+    if json {
+        let (all, problems) = all_commits(&dataset, &cache);
+        let tasks: Vec<serde_json::Value> = all
+            .iter()
+            .map(|(id, c)| {
+                let task = &dataset.tasks[id];
+                serde_json::json!({"instance_id": id, "base": c.base, "human": c.human,
+                    "gpus": task.resources.gpus, "description": task.description})
+            })
+            .collect();
+        let json = serde_json::json!({"tasks": tasks, "problems": problems,
+            "invalid": dataset.invalid});
+        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        crate::out!("{}", task_listing(&dataset, &cache));
+    }
     Ok(if dataset.invalid.is_empty() { 0 } else { 1 })
 }
 

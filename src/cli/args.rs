@@ -373,6 +373,9 @@ pub struct AgentRunArgs {
     /// where `harness local --agent` finds it).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -406,6 +409,9 @@ pub struct LocalArgs {
     pub gpu: GpuArgs,
     #[command(flatten)]
     pub disk: DiskArgs,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -416,6 +422,9 @@ pub struct TasksArgs {
     /// Where sources fetched from git are cached.
     #[arg(long, default_value = "evaluation_results")]
     pub results_dir: PathBuf,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
     #[command(subcommand)]
     pub action: Option<TasksCommand>,
 }
@@ -565,6 +574,9 @@ pub struct BuildArgs {
     /// Where build logs go (under images/).
     #[arg(long, default_value = "evaluation_results")]
     pub results_dir: PathBuf,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -113,6 +113,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                     force: a.force,
                     jobs: a.jobs,
                     results_dir: a.results_dir,
+                    json: a.json,
                 },
                 verbosity,
             )
@@ -146,6 +147,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                     settings: a.settings,
                     gpu: a.gpu.options(),
                     disk_check: a.disk.disk_check,
+                    json: a.json,
                 },
                 verbosity,
             )
@@ -162,7 +164,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             cpus: a.cpus,
             memory: a.memory,
         }),
-        Command::Tasks(a) => tasks::command(&a.dataset, &a.results_dir),
+        Command::Tasks(a) => tasks::command(&a.dataset, &a.results_dir, a.json),
         Command::Agent(AgentCommand::Run(a)) => {
             agent::command(
                 agent::AgentRunOptions {
@@ -173,6 +175,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                     samples: a.samples,
                     results_dir: a.results_dir,
                     out: a.out,
+                    json: a.json,
                 },
                 verbosity,
             )

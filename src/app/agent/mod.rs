@@ -350,6 +350,8 @@ pub struct AgentRunOptions {
     pub results_dir: PathBuf,
     /// The predictions file to write (None: where `harness local --agent` finds it).
     pub out: Option<PathBuf>,
+    /// What was written, as JSON on stdout.
+    pub json: bool,
 }
 
 /// The agent named `name` in the agents file, or an error listing the names there.
@@ -395,12 +397,18 @@ pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosi
     drop(tx);
     let _ = reporter.await;
     let batch = batch?;
-    crate::outln!(
-        "{} patch(es) of {} written to {}",
-        batch.runs.len(),
-        o.agent,
-        batch.predictions.display()
-    );
+    if o.json {
+        let json = serde_json::json!({"agent": o.agent, "predictions": batch.predictions,
+            "patches": batch.runs.len(), "failures": batch.failures});
+        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        crate::outln!(
+            "{} patch(es) of {} written to {}",
+            batch.runs.len(),
+            o.agent,
+            batch.predictions.display()
+        );
+    }
     for f in &batch.failures {
         // A failure's reason can hold the agent's own output: shown, never obeyed.
         eprintln!(
