@@ -261,6 +261,23 @@ fn report_page_renders_in_a_browser(dir: &Path) {
         "{}",
         &r.dom[card..card + 120]
     );
+    // At 1280 px nothing scrolls sideways; the samples' status filter and search work.
+    let seen = browser::probe(&chrome, &page, 1280, PAGE_PROBE);
+    assert_eq!(seen["wider"], serde_json::json!([]), "{seen}");
+    let passed = EXPECTED.iter().filter(|e| e.2 == "passed").count();
+    assert_eq!(seen["passed_shown"], passed, "{seen}");
+    assert_eq!(seen["search_shown"], 3, "{seen}");
+    assert_eq!(
+        seen["count"],
+        format!("3 of {} samples", EXPECTED.len()),
+        "{seen}"
+    );
+    // The drill-down holds the patch and the failing test's last lines, folded.
+    assert!(r.dom.contains("<summary>patch.diff ("), "the patch inline");
+    assert!(
+        r.dom.contains("<summary>test_output.txt, "),
+        "a test_failed sample's test output inline"
+    );
     let shots = repo_root().join("target/report-screenshots");
     browser::screenshot(&chrome, &page, "", &shots.join("examples.png"), 1280, 1900);
     browser::screenshot(
@@ -280,6 +297,23 @@ fn report_page_renders_in_a_browser(dir: &Path) {
         1600,
     );
 }
+
+/// Measures the page at its width (what is wider than its box), then filters the samples
+/// by status `passed`, then searches for `pair`.
+const PAGE_PROBE: &str = r#"(function(){
+  var r={wider:[]};
+  document.querySelectorAll('.scroll').forEach(function(d){
+    if(d.offsetParent!==null&&d.scrollWidth>d.clientWidth+1){r.wider.push((d.parentNode.id||d.parentNode.tagName)+' '+d.scrollWidth+'>'+d.clientWidth);}});
+  if(document.documentElement.scrollWidth>window.innerWidth){r.wider.push('page '+document.documentElement.scrollWidth);}
+  var rows=[].slice.call(document.querySelectorAll('#samples tbody tr'));
+  function shown(){return rows.filter(function(x){return x.style.display!=='none';}).length;}
+  var sel=document.getElementById('status-filter'),q=document.getElementById('sample-search');
+  sel.value='passed';sel.dispatchEvent(new Event('change'));r.passed_shown=shown();
+  sel.value='';sel.dispatchEvent(new Event('change'));
+  q.value='pair';q.dispatchEvent(new Event('input'));r.search_shown=shown();
+  r.count=document.getElementById('filter-count').textContent;
+  document.body.setAttribute('data-probe',JSON.stringify(r));
+})();"#;
 
 /// GSO's own code (gsobench: its grading, make_run_report, merge_reports, Opt_p and Opt@K
 /// readers, hack control; tests/gso_judge.py) regrades the run's GSO layout and re-makes

@@ -163,6 +163,31 @@ fn a_newcomer_follows_the_readme_from_set_up_to_the_page() {
     );
     assert!(answer.contains("id=\"run-when\""));
 
+    // With no folder named, the index of every run, linking to the run's page.
+    let mut view = shell(
+        &home,
+        &prefix,
+        &format!(
+            "exec harness view --results-dir {} --port 0",
+            results.display()
+        ),
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(view.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = view.kill();
+    let _ = view.wait();
+    assert!(line.contains("/index.html"), "{line}");
+    let index = std::fs::read_to_string(results.join("index.html")).unwrap();
+    assert!(
+        index.contains("href=\"demo-agent-k3/report.html\""),
+        "the index links the run's page"
+    );
+
     // harness status: the run, one line.
     let out = run(&mut shell(
         &home,

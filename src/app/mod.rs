@@ -11,6 +11,7 @@ pub mod fanout;
 pub mod gpu_probe;
 pub mod images;
 pub mod import_gso;
+pub mod index_page;
 pub mod k8s;
 pub mod local;
 pub mod merge;

@@ -383,39 +383,7 @@ pub struct RunLine {
 /// `harness status` with no run folder: every run under `results_dir` (batch entries and
 /// fan-out parts included), newest first, one line each.
 pub fn list(results_dir: &Path, json: bool) -> Result<i32> {
-    if !results_dir.is_dir() {
-        bail!(
-            "{}: no results folder here (runs go to evaluation_results/ unless --results-dir \
-             says otherwise)",
-            results_dir.display()
-        );
-    }
-    let mut lines: Vec<RunLine> = Vec::new();
-    for dir in run_folders(results_dir)? {
-        let Ok(s) = run_status(&dir) else { continue };
-        let info = RunDir { root: dir.clone() }.load_run_info()?;
-        let score = std::fs::read(dir.join(crate::core::results::names::SUMMARY_JSON))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|v| v["totals"]["score"].as_f64());
-        lines.push(RunLine {
-            state: match (&s.interrupted, s.finished, s.complete) {
-                (Some(_), _, _) => "interrupted",
-                (None, false, _) => "running or stopped",
-                (None, true, true) => "complete",
-                (None, true, false) => "partial",
-            },
-            run_dir: dir,
-            run_id: s.run_id,
-            model: s.model,
-            k: s.k,
-            started_at: info.started_at,
-            done: s.totals.done,
-            expected: s.totals.expected,
-            opt_at_k: score,
-        });
-    }
-    lines.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    let lines = lines(results_dir)?;
     if json {
         crate::outln!(
             "{}",
@@ -452,7 +420,44 @@ pub fn list(results_dir: &Path, json: bool) -> Result<i32> {
             ]
         })
         .collect();
-    let cells: Vec<&[String]> = rows.iter().map(Vec::as_slice).collect();
-    crate::out!("{}", crate::app::report::columns(&header, &cells));
+    crate::out!("{}", crate::app::table::render(&header, &rows, &[3]));
     Ok(0)
+}
+
+/// Every run under `results_dir`, newest first.
+pub fn lines(results_dir: &Path) -> Result<Vec<RunLine>> {
+    if !results_dir.is_dir() {
+        bail!(
+            "{}: no results folder here (runs go to evaluation_results/ unless --results-dir \
+             says otherwise)",
+            results_dir.display()
+        );
+    }
+    let mut lines: Vec<RunLine> = Vec::new();
+    for dir in run_folders(results_dir)? {
+        let Ok(s) = run_status(&dir) else { continue };
+        let info = RunDir { root: dir.clone() }.load_run_info()?;
+        let score = std::fs::read(dir.join(crate::core::results::names::SUMMARY_JSON))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["totals"]["score"].as_f64());
+        lines.push(RunLine {
+            state: match (&s.interrupted, s.finished, s.complete) {
+                (Some(_), _, _) => "interrupted",
+                (None, false, _) => "running or stopped",
+                (None, true, true) => "complete",
+                (None, true, false) => "partial",
+            },
+            run_dir: dir,
+            run_id: s.run_id,
+            model: s.model,
+            k: s.k,
+            started_at: info.started_at,
+            done: s.totals.done,
+            expected: s.totals.expected,
+            opt_at_k: score,
+        });
+    }
+    lines.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    Ok(lines)
 }

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::core::results::names;
 
 pub struct ViewOptions {
-    /// A run (or batch) folder; none: the newest run under `results_dir`.
+    /// A run (or batch) folder; none: the index of every run under `results_dir`.
     pub run_dir: Option<PathBuf>,
     pub results_dir: PathBuf,
     /// Serve even where a browser could be opened.
@@ -21,11 +21,13 @@ pub struct ViewOptions {
 }
 
 pub async fn command(o: ViewOptions) -> Result<i32> {
-    let dir = match &o.run_dir {
-        Some(d) => d.clone(),
-        None => newest_run(&o.results_dir)?,
+    let (dir, page) = match &o.run_dir {
+        Some(d) => (d.clone(), d.join(names::REPORT_HTML)),
+        None => (
+            o.results_dir.clone(),
+            crate::app::index_page::write(&o.results_dir)?,
+        ),
     };
-    let page = dir.join(names::REPORT_HTML);
     if !page.is_file() {
         bail!(
             "{}: no report.html here (is this a run folder? `harness report {}` writes it)",
@@ -46,7 +48,10 @@ pub async fn command(o: ViewOptions) -> Result<i32> {
             return Ok(0);
         }
     }
-    serve(&dir, &o.bind, o.port).await
+    let name = page
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    serve(&dir, &name, &o.bind, o.port).await
 }
 
 /// The program that opens a page on this desktop: `$BROWSER`, else `xdg-open` where a
@@ -68,23 +73,7 @@ fn which(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
 }
 
-/// The run under `results` whose run.json started last.
-fn newest_run(results: &Path) -> Result<PathBuf> {
-    let runs = crate::app::status::run_folders(results)
-        .with_context(|| format!("{}: no run to view", results.display()))?;
-    runs.into_iter()
-        .filter_map(|d| {
-            let info = crate::core::results::RunDir { root: d.clone() }
-                .load_run_info()
-                .ok()?;
-            Some((info.started_at, d))
-        })
-        .max()
-        .map(|(_, d)| d)
-        .with_context(|| format!("{}: no run folder under it", results.display()))
-}
-
-async fn serve(dir: &Path, bind: &str, port: u16) -> Result<i32> {
+async fn serve(dir: &Path, page: &str, bind: &str, port: u16) -> Result<i32> {
     let root = dir
         .canonicalize()
         .with_context(|| format!("{}: cannot read", dir.display()))?;
@@ -93,9 +82,8 @@ async fn serve(dir: &Path, bind: &str, port: u16) -> Result<i32> {
         .with_context(|| format!("cannot listen on {bind}:{port}"))?;
     let addr = listener.local_addr()?;
     crate::outln!(
-        "serving {} at http://{addr}/{} (no browser here to open it; Ctrl-C to stop)",
-        dir.display(),
-        names::REPORT_HTML
+        "serving {} at http://{addr}/{page} (no browser here to open it; Ctrl-C to stop)",
+        dir.display()
     );
     loop {
         tokio::select! {
@@ -179,14 +167,22 @@ fn percent_decode(s: &str) -> Option<String> {
 /// container's output fills) as plain text, never as a page.
 fn content_type(path: &Path) -> &'static str {
     match path.extension().and_then(|x| x.to_str()) {
-        Some("html") if path.file_name().is_some_and(|n| n == names::REPORT_HTML) => {
-            "text/html; charset=utf-8"
-        }
+        // The harness's own pages: a run's, the index and its comparisons.
+        Some("html") if is_page(path) => "text/html; charset=utf-8",
         Some("png") => "image/png",
         Some("svg") => "text/plain; charset=utf-8",
         Some("json") => "application/json",
         _ => "text/plain; charset=utf-8",
     }
+}
+
+fn is_page(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    name == names::REPORT_HTML
+        || name == "index.html"
+        || (name.starts_with("compare-") && name.ends_with(".html"))
 }
 
 #[cfg(test)]

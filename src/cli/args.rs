@@ -248,7 +248,7 @@ pub struct ManArgs {
 
 #[derive(Debug, Args)]
 pub struct ViewArgs {
-    /// A run (or batch) folder; none: the newest run under --results-dir.
+    /// A run (or batch) folder; none: the index page of every run under --results-dir.
     pub run_dir: Option<PathBuf>,
     #[arg(long, default_value = "evaluation_results")]
     pub results_dir: PathBuf,

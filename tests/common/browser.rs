@@ -146,3 +146,38 @@ pub fn screenshot(
 pub fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
+
+/// Runs `script` in the page at `width` px after the page's own script, and returns what it
+/// left in `document.body`'s `data-probe` attribute (JSON). The page is copied beside itself
+/// (its relative links still resolve) and the copy removed.
+pub fn probe(browser: &Path, page: &Path, width: u32, script: &str) -> serde_json::Value {
+    let html = std::fs::read_to_string(page).unwrap();
+    let copy = page.with_file_name("probe.report.html");
+    std::fs::write(
+        &copy,
+        html.replace("</body>", &format!("<script>{script}</script></body>")),
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = base_command(browser, &tmp.path().join("profile"))
+        .arg(format!("--window-size={width},900"))
+        .arg("--dump-dom")
+        .arg(url(&copy, ""))
+        .output()
+        .expect("run chromium");
+    let _ = std::fs::remove_file(&copy);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let start = dom.find("data-probe=\"").unwrap_or_else(|| {
+        panic!(
+            "the probe did not run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }) + "data-probe=\"".len();
+    let end = start + dom[start..].find('"').unwrap();
+    let json = dom[start..end]
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap()
+}

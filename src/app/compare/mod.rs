@@ -127,6 +127,13 @@ impl Comparison {
     }
 }
 
+/// The comparison page of run folders that can be ranked against each other (the same
+/// machine and criterion), with the default spread between runs.
+pub fn html_page(run_dirs: &[PathBuf]) -> Result<String> {
+    let comparison = compare_folders(run_dirs, false, crate::core::compare::BETWEEN_RUN_SD)?;
+    Ok(html::page(&comparison))
+}
+
 pub fn command(o: CompareOptions) -> Result<i32> {
     let runs = expand(&o.run_dirs)?;
     let comparison = compare_folders(&runs, o.allow_mixed, o.between_run_sd)?;

@@ -39,6 +39,34 @@ pub struct SampleFiles {
     pub rel_dir: String,
     pub log: Option<BenchLog>,
     pub telemetry: Vec<crate::telemetry::TelemetryLine>,
+    /// The patch's first bytes (whole when short), shown folded.
+    pub patch: Option<Inline>,
+    /// Where it failed, the last bytes of that log: the test's output, the install's, the
+    /// cascade's.
+    pub failure_tail: Option<(&'static str, Inline)>,
+}
+
+/// Part of a file shown on the page, and whether it is all of it.
+pub struct Inline {
+    pub text: String,
+    pub whole: bool,
+}
+
+/// Bytes of a patch, and of a log's tail, shown inline (the page stays a few megabytes at
+/// 1,000 samples; the links have all of it).
+const INLINE_PATCH: usize = 6 * 1024;
+const INLINE_TAIL: usize = 2 * 1024;
+
+fn inline(path: &std::path::Path, limit: usize, tail: bool) -> Option<Inline> {
+    let bytes = std::fs::read(path).ok()?;
+    let whole = bytes.len() <= limit;
+    let part = match (whole, tail) {
+        (true, _) => &bytes[..],
+        (false, false) => &bytes[..limit],
+        (false, true) => &bytes[bytes.len() - limit..],
+    };
+    let text = String::from_utf8_lossy(part).into_owned();
+    (!text.trim().is_empty()).then_some(Inline { text, whole })
 }
 
 impl SampleFiles {
@@ -60,7 +88,17 @@ impl SampleFiles {
                     .collect()
             })
             .unwrap_or_default();
+        use crate::core::results::Status;
+        let failed_in = match s.status {
+            Status::TestFailed | Status::Timeout => Some(names::TEST_OUTPUT),
+            Status::BuildFailed => Some(names::BUILD_LOG),
+            Status::PatchFailed => Some(names::APPLY_LOG),
+            _ => None,
+        };
         SampleFiles {
+            patch: inline(&dir.join(names::PATCH_DIFF), INLINE_PATCH, false),
+            failure_tail: failed_in
+                .and_then(|f| Some((f, inline(&dir.join(f), INLINE_TAIL, true)?))),
             rel_dir,
             log,
             telemetry,
@@ -288,7 +326,8 @@ fn curves_section(summary: &Summary) -> String {
         sortable: false,
     };
     let mut out = format!(
-        "<h2>pass@k and opt@k</h2><div class=\"grid2\"><div style=\"flex:1 1 340px;max-width:480px\">{chart}</div><div id=\"curves-table\">{}</div></div>",
+        "<h2>pass@k and opt@k</h2><div class=\"grid2\"><div style=\"flex:1 1 340px;max-width:480px\"><p class=\"legend\" id=\"curves-legend\">{}</p>{chart}</div><div id=\"curves-table\">{}</div></div>",
+        svg::legend_keys(&["pass@k", "opt@k"]),
         table.render()
     );
     if !t.opt_p_at_k.is_empty() {
@@ -430,8 +469,14 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
             let mut row = vec![
                 Cell::html(format!("<a href=\"#{anchor}\">{}</a>", esc(&s.instance_id))),
                 Cell::num(s.sample.to_string(), s.sample as f64),
-                Cell::text(s.status.as_str()),
-                Cell::text(s.apply_strategy.as_deref().unwrap_or("-")),
+                Cell {
+                    attrs: format!(" data-status=\"{}\"", s.status.as_str()),
+                    ..Cell::text(s.status.as_str())
+                },
+                Cell {
+                    class: "wrap narrow",
+                    ..Cell::text(s.apply_strategy.as_deref().unwrap_or("-"))
+                },
                 speedup_cell(
                     axis,
                     st.map(|x| x.gm_speedup_patch_base),
@@ -484,8 +529,24 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
         rows,
         sortable: true,
     };
+    let mut statuses: Vec<&str> = summary
+        .instances
+        .iter()
+        .flat_map(|i| &i.samples)
+        .map(|s| s.status.as_str())
+        .collect();
+    statuses.sort_unstable();
+    statuses.dedup();
+    let options: String = statuses
+        .iter()
+        .map(|s| format!("<option value=\"{s}\">{s}</option>"))
+        .collect();
     format!(
-        "<h2>Samples</h2><div id=\"samples\">{}</div>",
+        "<h2>Samples</h2><p class=\"filters\"><label>status <select id=\"status-filter\">\
+         <option value=\"\">all</option>{options}</select></label> <label>search \
+         <input type=\"search\" id=\"sample-search\" placeholder=\"instance, status, detail\"></label> \
+         <span class=\"muted\" id=\"filter-count\" aria-live=\"polite\"></span></p>\
+         <div id=\"samples\">{}</div>",
         table.render()
     )
 }

@@ -54,6 +54,28 @@ pub fn detail(summary: &Summary, s: &SampleReport, files: &SampleFiles) -> Strin
     .collect();
     out.push_str(&links.join(" · "));
     out.push_str("</p>");
+    if let Some(p) = &files.patch {
+        let _ = write!(
+            out,
+            "<details class=\"inline\"><summary>{} ({} lines{})</summary><pre>{}</pre></details>",
+            names::PATCH_DIFF,
+            p.text.lines().count(),
+            if p.whole { "" } else { ", the first 6 KiB" },
+            esc(&p.text)
+        );
+    }
+    if let Some((file, t)) = &files.failure_tail {
+        let _ = write!(
+            out,
+            "<details class=\"inline failure\"><summary>{file}, {}</summary><pre>{}</pre></details>",
+            if t.whole {
+                "all of it"
+            } else {
+                "its last 2 KiB"
+            },
+            esc(&t.text)
+        );
+    }
     if let Some(log) = &files.log {
         let label = log
             .sample_variant
@@ -246,17 +268,8 @@ fn runs_section(log: &BenchLog, label: &str) -> String {
             bench.name,
             text.join(", ")
         );
-        let legend: String = series
-            .iter()
-            .enumerate()
-            .map(|(k, (n, _))| {
-                format!(
-                    "<span><i style=\"background:{}\"></i>{}</span>",
-                    svg::PALETTE[k % svg::PALETTE.len()],
-                    esc(n)
-                )
-            })
-            .collect();
+        let names: Vec<&str> = series.iter().map(|(n, _)| n.as_str()).collect();
+        let legend = svg::legend_keys(&names);
         let table = Table {
             caption: "timed runs (warmups left out); a flagged run still counts".into(),
             headers: headers(&["variant", "runs", "fastest", "median", "slowest", "flagged"]),
@@ -456,6 +469,8 @@ mod tests {
                 line("s0", 20.0, 150.0, true),
                 line("s0", 20.1, 160.0, true),
             ],
+            patch: None,
+            failure_tail: None,
         };
         let html = telemetry_section(&files);
         // Four charts (power, SM clock, utilisation, temperature), one line per run.

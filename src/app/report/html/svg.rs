@@ -107,6 +107,21 @@ pub fn interval_mark(axis: &LogAxis, mark: Mark, threshold: f64, label: &str) ->
     out
 }
 
+/// The colour key of series drawn in `PALETTE` order: a swatch and the name of each.
+pub fn legend_keys(names: &[&str]) -> String {
+    names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| {
+            format!(
+                "<span><i style=\"background:{}\"></i>{}</span>",
+                PALETTE[k % PALETTE.len()],
+                super::esc(n)
+            )
+        })
+        .collect()
+}
+
 /// The shared axis drawn once above a table column: ticks and their labels.
 pub fn axis_legend(axis: &LogAxis) -> String {
     let mut out = format!(
