@@ -244,3 +244,36 @@ fn every_command_that_prints_a_result_takes_json() {
         "{listed}"
     );
 }
+
+#[test]
+fn every_environment_variable_the_harness_reads_is_in_the_table() {
+    let table = std::fs::read_to_string(repo_root().join("docs/src/environment.md")).unwrap();
+    let read = regex::Regex::new(r#"env::var(?:_os)?\("([A-Z_]+)"\)|env = "([A-Z_]+)""#).unwrap();
+    let mut missing = Vec::new();
+    for file in files_under(&repo_root().join("src"), &["rs"]) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for m in read.captures_iter(&text) {
+            let name = m.get(1).or(m.get(2)).unwrap().as_str();
+            // Read by the in-container programs or by tests, not by a user of the harness.
+            if [
+                "HARNESS_CHILD_ENV",
+                "HARNESS_NONCE",
+                "HARNESS_GIT_COMMIT",
+                "HOME",
+                "PATH",
+            ]
+            .contains(&name)
+                || name.starts_with("HARNESS_TEST_")
+            {
+                continue;
+            }
+            if !table.contains(&format!("`{name}`")) {
+                missing.push(format!("{name} ({})", file.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in docs/src/environment.md: {missing:?}"
+    );
+}
