@@ -59,6 +59,31 @@ fn shell(home: &Path, prefix: &Path, command: &str) -> std::process::Command {
     c
 }
 
+/// The first line a long-running command prints, and the command, stopped when dropped (so
+/// a server is asked while it lives).
+struct Served {
+    child: std::process::Child,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn first_line_then_stop(mut command: std::process::Command) -> (String, Served) {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (line, Served { child })
+}
+
 #[test]
 fn a_newcomer_follows_the_readme_from_set_up_to_the_page() {
     if !docker_available("newcomer") {
@@ -130,21 +155,14 @@ fn a_newcomer_follows_the_readme_from_set_up_to_the_page() {
     );
 
     // harness view, where no browser can be opened: it serves the page and says where.
-    let mut view = shell(
+    let (line, _served) = first_line_then_stop(shell(
         &home,
         &prefix,
         &format!(
             "exec harness view {} --port 0",
             page.parent().unwrap().display()
         ),
-    )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(view.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    ));
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -154,8 +172,6 @@ fn a_newcomer_follows_the_readme_from_set_up_to_the_page() {
     write!(stream, "GET /report.html HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
-    let _ = view.kill();
-    let _ = view.wait();
     assert!(
         answer.starts_with("HTTP/1.1 200"),
         "{}",
@@ -164,23 +180,14 @@ fn a_newcomer_follows_the_readme_from_set_up_to_the_page() {
     assert!(answer.contains("id=\"run-when\""));
 
     // With no folder named, the index of every run, linking to the run's page.
-    let mut view = shell(
+    let (line, _index) = first_line_then_stop(shell(
         &home,
         &prefix,
         &format!(
             "exec harness view --results-dir {} --port 0",
             results.display()
         ),
-    )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(view.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _ = view.kill();
-    let _ = view.wait();
+    ));
     assert!(line.contains("/index.html"), "{line}");
     let index = std::fs::read_to_string(results.join("index.html")).unwrap();
     assert!(
