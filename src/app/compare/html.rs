@@ -179,15 +179,23 @@ fn per_task(c: &Comparison) -> String {
                     if o.opt_commit { ", opt_commit" } else { "" }
                 ))
             };
+            // Labels, outcomes and reasons wrap: the table fits 1280 px with two long labels.
+            let wrap = |c: Cell| Cell {
+                class: "wrap narrow",
+                ..c
+            };
             let mut row = vec![
                 Cell::text(&t.instance_id),
-                Cell::text(a),
-                outcome(p.first),
-                Cell::text(b),
-                outcome(p.second),
+                wrap(Cell::text(a)),
+                wrap(outcome(p.first)),
+                wrap(Cell::text(b)),
+                wrap(outcome(p.second)),
                 ratio,
-                Cell::text(&who),
-                Cell::text(&p.result.reason),
+                wrap(Cell::text(&who)),
+                Cell {
+                    class: "wrap",
+                    ..Cell::text(&p.result.reason)
+                },
             ];
             row[0].attrs = format!(" data-instance=\"{}\"", esc(&t.instance_id));
             rows.push(row);

@@ -66,7 +66,7 @@ h1{font-size:1.45em;margin:.2em 0}h2{font-size:1.2em;margin:1.4em 0 .4em;border-
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}.card{background:var(--bg2);border-radius:8px;padding:8px 14px;min-width:150px}.card b{display:block;font-size:1.35em}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
 table{border-collapse:collapse;font-size:.92em;margin:.3em 0}th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:middle;white-space:nowrap}
-td.wrap{white-space:normal;min-width:9em;max-width:15em;overflow-wrap:anywhere}td.narrow{min-width:5em;max-width:8em}
+td.wrap{white-space:normal;min-width:9em;max-width:15em;overflow-wrap:anywhere}td.narrow{min-width:5em;max-width:9em}caption{white-space:normal}
 .filters label{margin-right:14px}.filters input,.filters select{font:inherit;padding:2px 6px}th{background:var(--bg2);position:sticky;top:0}
 th.sortable{cursor:pointer}th.sortable::after{content:" \2195";color:var(--muted)}th[aria-sort=ascending]::after{content:" \2191"}th[aria-sort=descending]::after{content:" \2193"}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
