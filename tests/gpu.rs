@@ -449,6 +449,11 @@ fn gpu_probe_goes_on_when_a_device_is_lost_mid_run() {
     );
     assert!(stdout.contains("incomplete: GPU 1"), "{stdout}");
     assert!(stdout.contains("no driver energy counter"), "{stdout}");
+    assert!(stdout.contains("wrote "), "{stdout}");
+    // -q: the report, not the line saying where it was written.
+    let (code, stdout, stderr, _) = gpu_probe(&nvml, &["-q"], &["true"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stdout.contains("wrote "), "{stdout}");
 }
 
 #[test]

@@ -28,6 +28,8 @@ pub struct ProbeOptions {
     pub out: PathBuf,
     /// Print the JSON report on stdout instead of the text.
     pub json: bool,
+    /// `-q`: no "wrote" line.
+    pub quiet: bool,
 }
 
 /// One device over the command's run: what a timed run records, and how the two energies agree.
@@ -133,7 +135,9 @@ pub async fn command(opts: ProbeOptions) -> Result<i32> {
         crate::outln!("{json}");
     } else {
         crate::out!("{}", render_text(&report));
-        crate::outln!("wrote {}", for_terminal(&opts.out.display().to_string()));
+        if !opts.quiet {
+            crate::outln!("wrote {}", for_terminal(&opts.out.display().to_string()));
+        }
     }
     Ok(report.exit_code())
 }

@@ -36,7 +36,8 @@ pub fn write(results: &Path) -> Result<PathBuf> {
         runs.push(Run {
             dir: line.run_dir.clone(),
             opt_ci: totals
-                .and_then(|t| serde_json::from_value(t["opt_at_k_ci"][k - 1].clone()).ok()),
+                .zip(k.checked_sub(1))
+                .and_then(|(t, i)| serde_json::from_value(t["opt_at_k_ci"][i].clone()).ok()),
             pass1: totals.and_then(|t| t["pass_at_k"][0].as_f64()),
             group: (
                 info.dataset_digest.clone(),

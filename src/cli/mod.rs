@@ -253,6 +253,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                 nvml_lib: a.nvml_lib,
                 out: a.out,
                 json: a.json,
+                quiet: verbosity == Verbosity::Quiet,
             })
             .await
         }
