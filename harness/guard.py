@@ -306,18 +306,27 @@ def tree_digests(cfg):
 
 
 def digest_folder(top):
-    """A folder that git status names as one path (a submodule): by every file under it but
-    its .git, so that trees which differ inside it never count as identical."""
+    """A folder that git status names as one path (a submodule, a nested repository, an
+    ignored folder): by every entry under it, folders (empty ones too) and executable bits
+    included, but its own .git, so that trees which differ inside it never count as
+    identical."""
     entries = []
     for here, dirs, files in iwalk(top):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
-            if name != ".git":
-                entries.append(os.path.relpath(os.path.join(here, name), top))
+        if here == top:
+            dirs[:] = [d for d in dirs if d != ".git"]
+            files = [f for f in files if f != ".git"]
+        for name in files + dirs:
+            entries.append(os.path.relpath(os.path.join(here, name), top))
     h = hashlib.sha256()
     for rel in sorted(entries):
-        h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
-        h.update(digest(os.path.join(top, rel)).encode() + b"\0")
+        full = os.path.join(top, rel)
+        try:
+            st = os.lstat(full)
+            kind = "d" if stat.S_ISDIR(st.st_mode) else "x" if st.st_mode & 0o111 else "f"
+        except OSError:
+            kind = "?"
+        what = kind if kind == "d" else kind + digest(full)
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + what.encode() + b"\0")
     return "folder:" + h.hexdigest()
 
 

@@ -8,11 +8,48 @@
 # Where the image lacks the commit object, the row's patch (GSO's gt_diff) is applied.
 #
 #   sh /opt/harness/human_commit.sh COMMIT /opt/harness/patch.diff
+#
+# Paths come from `git diff --raw -z` through `xargs -0`, never parsed by the shell, so a
+# submodule path with spaces, tabs, quotes or non-ASCII letters is passed as it is; each
+# changed path is handled by this script again: `--gone META PATH` (a submodule the commit
+# removes or replaces by files, taken out before the diff is applied) and `--moved META
+# PATH` (a submodule the commit adds or moves, checked out after).
+G="git -c safe.directory=* -c core.hooksPath=/dev/null"
+cd /testbed || exit 2
+
+gitlink_modes() {  # META = ":<old mode> <new mode> <old> <new> <status>"
+    set -- $1
+    old_mode="${1#:}" new_mode="$2" new="$4"
+}
+
+case "$1" in
+--gone)
+    gitlink_modes "$2"
+    [ "$old_mode" = 160000 ] && [ "$new_mode" != 160000 ] || exit 0
+    # Its checkout goes; the empty folder stays, as a submodule git apply removes.
+    echo "human: submodule $3 removed by opt_commit"
+    rm -rf -- "$3" && mkdir -p -- "$3"
+    exit
+    ;;
+--moved)
+    gitlink_modes "$2"
+    [ "$new_mode" = 160000 ] || exit 0
+    echo "human: submodule $3 -> $new"
+    $G update-index --add --cacheinfo "160000,$new,$3" || exit 1
+    # --force: the image's own changes in the submodule (modes, build outputs of tracked
+    # files) give way, as GSO cleans submodules before its checkout.
+    if ! $G -c protocol.file.allow=always submodule update --init --recursive --force -- "$3" 2>&1; then
+        echo "human: submodule $3: cannot check out $new (its objects must be in the image: a container has no network)"
+        exit 1
+    fi
+    exit 0
+    ;;
+esac
+
 COMMIT="$1"
 PATCH="$2"
 HERE="$(dirname "$0")"
-cd /testbed || exit 2
-G="git -c safe.directory=* -c core.hooksPath=/dev/null"
+SELF="$HERE/human_commit.sh"
 
 if $G cat-file -e "$COMMIT^{commit}" 2>/dev/null; then
     SHA="$($G rev-parse "$COMMIT^{commit}")"
@@ -30,6 +67,13 @@ else
     echo "human: the image does not hold opt_commit $COMMIT: applying the task's human.patch (GSO's gt_diff)"
 fi
 
+changes() {
+    $G diff --raw -z --no-abbrev --no-renames harness-base^ "$SHA" | xargs -0 -r -n 2 sh "$SELF" "$1"
+}
+
+if [ -n "$SHA" ]; then
+    changes --gone || { echo "HARNESS_APPLY_FAILED"; exit 1; }
+fi
 if [ -s "$PATCH" ]; then
     sh "$HERE/apply_patch.sh" "$PATCH" || exit 1
 else
@@ -37,24 +81,5 @@ else
     echo "HARNESS_APPLY_OK no file changes"
 fi
 [ -n "$SHA" ] || exit 0
-
-# Gitlinks the commit changes: ":<old mode> <new mode> <old> <new> <status>\t<path>".
-$G diff --raw --no-abbrev --no-renames harness-base^ "$SHA" | while IFS="$(printf '\t')" read -r meta path; do
-    set -- $meta
-    old_mode="$1" new_mode="$2" new="$4"
-    [ "$old_mode" = ":160000" ] || [ "$new_mode" = "160000" ] || continue
-    if [ "$new_mode" != "160000" ]; then
-        echo "human: submodule $path removed by opt_commit"
-        $G rm -q -r --cached --ignore-unmatch -- "$path" >/dev/null && rm -rf -- "$path" || exit 1
-        continue
-    fi
-    echo "human: submodule $path -> $new"
-    $G update-index --add --cacheinfo "160000,$new,$path" || exit 1
-    # --force: the image's own changes in the submodule (modes, build outputs of tracked
-    # files) give way, as GSO cleans submodules before its checkout.
-    if ! $G -c protocol.file.allow=always submodule update --init --recursive --force -- "$path" 2>&1; then
-        echo "human: submodule $path: cannot check out $new (its objects must be in the image: a container has no network)"
-        exit 1
-    fi
-done || { echo "HARNESS_APPLY_FAILED"; exit 1; }
+changes --moved || { echo "HARNESS_APPLY_FAILED"; exit 1; }
 echo "HARNESS_APPLY_OK opt_commit $SHA"

@@ -462,3 +462,54 @@ fn a_human_opt_commit_in_the_image_checks_out_the_submodule_it_moves() {
     assert!(human_speedup > 3.0, "{app_only}");
     assert!(containers_of_run("sub").is_empty());
 }
+
+/// `harness/human_commit.sh` on opt commits whose shapes a shell parser gets wrong: a
+/// submodule replaced by files at its path, submodules at paths git quotes (non-ASCII, a
+/// space, a tab) moved, and a binary change, a mode change and a rename; each ends at the
+/// commit's tree, applied by the cascade's first strategy.
+#[test]
+fn the_human_commit_script_applies_every_shape_of_opt_commit() {
+    if !docker_available("human_commit_shapes") {
+        return;
+    }
+    let image = "harness-test-human-commit-paths:latest";
+    let out = run(std::process::Command::new("docker")
+        .args(["build", "-q", "-t", image])
+        .arg(repo_root().join("tests/fixtures/human-commit-paths")));
+    assert_eq!(out.status.code(), Some(0), "docker build {image}");
+    let check = |name: &str, after: &str| -> String {
+        let script = format!(
+            "mkdir -p /opt/harness && cp /h/human_commit.sh /h/apply_patch.sh /opt/harness/ \
+             && : > /opt/harness/patch.diff \
+             && sh /opt/harness/human_commit.sh $(cat /root/{name}) /opt/harness/patch.diff \
+             && cd /testbed && {after}"
+        );
+        let out = run(std::process::Command::new("docker")
+            .args(["run", "--rm", "--network", "none", "-v"])
+            .arg(format!("{}:/h:ro", repo_root().join("harness").display()))
+            .args([image, "sh", "-c", &script]));
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{name}: {said}");
+        assert!(
+            said.contains("HARNESS_APPLY_OK git apply\n")
+                && said.contains("HARNESS_APPLY_OK opt_commit "),
+            "{name}: {said}"
+        );
+        said
+    };
+    let a = check("optA", "cat vendor/kernel/kernel.py");
+    assert!(a.ends_with("fast\n"), "{a}");
+    for (name, path) in [
+        ("optB", "vendor/ké"),
+        ("optC", "vendor/sp ace"),
+        ("optD", "vendor/t\tab"),
+    ] {
+        let said = check(name, &format!("cat '{path}/kernel.py'"));
+        assert!(said.ends_with("fast\n"), "{name}: {said}");
+    }
+    let e = check(
+        "optE",
+        "test -x app.py && test -f new_name.py && ! test -e old_name.py && od -c blob.bin",
+    );
+    assert!(e.contains("a   r   y   2"), "{e}");
+}

@@ -68,6 +68,26 @@ fn output_into_a_closed_pipe_ends_quietly() {
 }
 
 #[test]
+fn output_that_cannot_be_written_fails_the_command() {
+    // A full disk is not a reader that left: what was printed is cut off, and the exit says so.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = harness()
+        .args(["tasks", "--json"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("standard output") && err.contains("cut off"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_version_names_the_commit_the_build_records() {
     let out = run(harness().arg("--version"));
     let said = String::from_utf8_lossy(&out.stdout);

@@ -76,6 +76,9 @@ impl RunPlan {
         if raw.k == 0 {
             bail!("--k: must be at least 1");
         }
+        if raw.k > crate::core::results::MAX_K {
+            bail!("--k: at most {}", crate::core::results::MAX_K);
+        }
         if raw.predictions.is_empty() {
             bail!("--predictions: at least one file is needed");
         }

@@ -435,7 +435,17 @@ pub fn lines(results_dir: &Path) -> Result<Vec<RunLine>> {
     }
     let mut lines: Vec<RunLine> = Vec::new();
     for dir in run_folders(results_dir)? {
-        let Ok(s) = run_status(&dir) else { continue };
+        let s = match run_status(&dir) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!(
+                    "warning: skipped {}: {}",
+                    dir.display(),
+                    crate::core::text::for_terminal(&format!("{e:#}"))
+                );
+                continue;
+            }
+        };
         let info = RunDir { root: dir.clone() }.load_run_info()?;
         let score = std::fs::read(dir.join(crate::core::results::names::SUMMARY_JSON))
             .ok()

@@ -4,6 +4,7 @@
 //! through a link that leaves it, each as text unless it is one of the page's own kinds.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -73,6 +74,12 @@ fn which(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
 }
 
+/// Connections answered at once; more wait for a place.
+const CONNECTIONS: usize = 16;
+/// How long a request may take to arrive, and a response to be taken.
+const REQUEST_TIME: Duration = Duration::from_secs(10);
+const RESPONSE_TIME: Duration = Duration::from_secs(120);
+
 async fn serve(dir: &Path, page: &str, bind: &str, port: u16) -> Result<i32> {
     let root = dir
         .canonicalize()
@@ -81,17 +88,31 @@ async fn serve(dir: &Path, page: &str, bind: &str, port: u16) -> Result<i32> {
         .await
         .with_context(|| format!("cannot listen on {bind}:{port}"))?;
     let addr = listener.local_addr()?;
+    // Only requests addressed to this server by name: a web page elsewhere cannot read the
+    // folder through a name it points at 127.0.0.1 (DNS rebinding).
+    let hosts: Vec<String> = [
+        addr.ip().to_string(),
+        "localhost".into(),
+        "127.0.0.1".into(),
+    ]
+    .iter()
+    .map(|h| format!("{h}:{}", addr.port()))
+    .collect();
     crate::outln!(
         "serving {} at http://{addr}/{page} (no browser here to open it; Ctrl-C to stop)",
         dir.display()
     );
+    let places = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
+    let hosts = std::sync::Arc::new(hosts);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                let root = root.clone();
+                let Ok(place) = places.clone().acquire_owned().await else { continue };
+                let (root, hosts) = (root.clone(), hosts.clone());
                 tokio::spawn(async move {
-                    let _ = answer(stream, &root).await;
+                    let _ = tokio::time::timeout(RESPONSE_TIME, answer(stream, &root, &hosts)).await;
+                    drop(place);
                 });
             }
             _ = tokio::signal::ctrl_c() => return Ok(0),
@@ -99,35 +120,74 @@ async fn serve(dir: &Path, page: &str, bind: &str, port: u16) -> Result<i32> {
     }
 }
 
-/// One request: GET of a file inside `root`, or an error status.
-async fn answer(mut stream: tokio::net::TcpStream, root: &Path) -> std::io::Result<()> {
-    let mut head = vec![0u8; 8192];
-    let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut head))
-        .await
-        .unwrap_or(Ok(0))?;
-    let request = String::from_utf8_lossy(&head[..n]);
+/// The request's head (up to its blank line, at most 8 KiB), read within REQUEST_TIME.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    let reading = async {
+        while head.len() < 8192 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REQUEST_TIME, reading).await;
+    head
+}
+
+/// One request: GET or HEAD of a file inside `root`, streamed, or an error status.
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    root: &Path,
+    hosts: &[String],
+) -> std::io::Result<()> {
+    let head = read_head(&mut stream).await;
+    let request = String::from_utf8_lossy(&head);
     let mut words = request.split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or("/"));
-    let (code, kind, body) = match (method, file_of(root, target)) {
-        ("GET" | "HEAD", Some(path)) => match tokio::fs::read(&path).await {
-            Ok(bytes) => ("200 OK", content_type(&path), bytes),
-            Err(_) => ("404 Not Found", "text/plain", b"not found\n".to_vec()),
-        },
-        ("GET" | "HEAD", None) => ("404 Not Found", "text/plain", b"not found\n".to_vec()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            b"GET only\n".to_vec(),
-        ),
+    let host = request
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("host")
+                .then(|| v.trim().to_ascii_lowercase())
+        })
+        .unwrap_or_default();
+    let refuse = |code: &'static str, why: &'static str| (code, "text/plain", Err(why));
+    let (code, kind, body) = if !hosts.contains(&host) {
+        refuse(
+            "421 Misdirected Request",
+            "this server answers only to 127.0.0.1 and localhost\n",
+        )
+    } else if !matches!(method, "GET" | "HEAD") {
+        refuse("405 Method Not Allowed", "GET only\n")
+    } else {
+        match file_of(root, target) {
+            Some(path) => match tokio::fs::File::open(&path).await {
+                Ok(file) => ("200 OK", content_type(root, &path), Ok(file)),
+                Err(_) => refuse("404 Not Found", "not found\n"),
+            },
+            None => refuse("404 Not Found", "not found\n"),
+        }
+    };
+    let length = match &body {
+        Ok(file) => file.metadata().await.map(|m| m.len()).unwrap_or(0),
+        Err(text) => text.len() as u64,
     };
     let header = format!(
-        "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
-         X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
-        body.len()
+        "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n\
+         X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(header.as_bytes()).await?;
     if method != "HEAD" {
-        stream.write_all(&body).await?;
+        match body {
+            // Streamed: a client that takes its time holds a few KiB, not the file.
+            Ok(mut file) => {
+                tokio::io::copy(&mut file, &mut stream).await?;
+            }
+            Err(text) => stream.write_all(text.as_bytes()).await?,
+        }
     }
     stream.shutdown().await
 }
@@ -163,26 +223,29 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok().filter(|p| !p.contains('\0'))
 }
 
-/// The page and its images as themselves; everything else (logs, patches, JSON a
-/// container's output fills) as plain text, never as a page.
-fn content_type(path: &Path) -> &'static str {
+/// The harness's own pages and their images as themselves; everything else (logs,
+/// patches, JSON a container's output fills) as plain text, never as a page.
+fn content_type(root: &Path, path: &Path) -> &'static str {
     match path.extension().and_then(|x| x.to_str()) {
-        // The harness's own pages: a run's, the index and its comparisons.
-        Some("html") if is_page(path) => "text/html; charset=utf-8",
+        Some("html") if is_page(root, path) => "text/html; charset=utf-8",
         Some("png") => "image/png",
-        Some("svg") => "text/plain; charset=utf-8",
         Some("json") => "application/json",
         _ => "text/plain; charset=utf-8",
     }
 }
 
-fn is_page(path: &Path) -> bool {
+/// The pages the harness writes: the index and its comparisons at the served folder's
+/// root, and `report.html` beside a run.json or batch.json (a run or batch folder).
+fn is_page(root: &Path, path: &Path) -> bool {
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let folder = path.parent().unwrap_or(root);
+    if folder == root && (name == "index.html" || name.starts_with("compare-")) {
+        return true;
+    }
     name == names::REPORT_HTML
-        || name == "index.html"
-        || (name.starts_with("compare-") && name.ends_with(".html"))
+        && (folder.join(names::RUN_JSON).is_file() || folder.join("batch.json").is_file())
 }
 
 #[cfg(test)]
@@ -214,13 +277,68 @@ mod tests {
         ] {
             assert_eq!(file_of(&root, outside), None, "{outside}");
         }
+        let html = "text/html; charset=utf-8";
+        // A page only where the harness writes one: the index at the root, a run's report
+        // beside its run.json; an HTML file anywhere else is text.
+        std::fs::write(root.join("index.html"), "<p>").unwrap();
+        std::fs::write(root.join("m/t/0/report.html"), "<script>").unwrap();
+        assert_eq!(content_type(&root, &root.join("index.html")), html);
         assert_eq!(
-            content_type(&root.join("m/t/0/apply.log")),
+            content_type(&root, &root.join("report.html")),
             "text/plain; charset=utf-8"
         );
-        assert_eq!(
-            content_type(&root.join("m/t/0/other.html")),
-            "text/plain; charset=utf-8"
+        std::fs::write(root.join("run.json"), "{}").unwrap();
+        assert_eq!(content_type(&root, &root.join("report.html")), html);
+        for text in ["m/t/0/apply.log", "m/t/0/other.html", "m/t/0/report.html"] {
+            assert_eq!(
+                content_type(&root, &root.join(text)),
+                "text/plain; charset=utf-8",
+                "{text}"
+            );
+        }
+    }
+
+    /// A request in pieces is read whole; one addressed to another host name is refused
+    /// (DNS rebinding); a file is streamed.
+    #[tokio::test]
+    async fn the_server_answers_its_own_host_only() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("run.json"), "{}").unwrap();
+        std::fs::write(d.path().join("report.html"), "<p>page</p>").unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let root = d.path().canonicalize().unwrap();
+        let hosts = vec![format!("127.0.0.1:{}", addr.port())];
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = answer(stream, &root, &hosts).await;
+            }
+        });
+        let ask = |parts: Vec<String>| async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            for p in parts {
+                s.write_all(p.as_bytes()).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        let ok = ask(vec![
+            "GET /report.html HTTP/1.1\r\n".into(),
+            format!("Host: 127.0.0.1:{}\r\n\r\n", addr.port()),
+        ])
+        .await;
+        assert!(
+            ok.starts_with("HTTP/1.1 200") && ok.ends_with("<p>page</p>"),
+            "{ok}"
         );
+        let other = ask(vec![format!(
+            "GET /report.html HTTP/1.1\r\nHost: attacker.example:{}\r\n\r\n",
+            addr.port()
+        )])
+        .await;
+        assert!(other.starts_with("HTTP/1.1 421"), "{other}");
+        assert!(!other.contains("page"), "{other}");
     }
 }

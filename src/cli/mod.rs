@@ -73,7 +73,14 @@ pub async fn main_with(cli: Cli) -> i32 {
         Verbosity::Normal
     };
     match dispatch(cli.command, verbosity).await {
-        Ok(code) => code,
+        Ok(code) => match crate::app::stdout::failure() {
+            // What was printed is not all of it (the files of a run are written whole).
+            Some(why) => {
+                eprintln!("error: standard output: {why}: what was printed is cut off");
+                if code == 0 { 1 } else { code }
+            }
+            None => code,
+        },
         Err(e) => {
             // An error can carry text from a container or a run folder: its lines are
             // kept, its control characters shown, never obeyed.

@@ -168,6 +168,9 @@ pub struct RunDir {
 
 /// Every file name of a run folder, in one place: the run's own files, the reports (written
 /// by `app::report`'s exporters under these names) and each sample's files.
+/// The most samples per instance a run evaluates (`--k`).
+pub const MAX_K: usize = 10_000;
+
 pub mod names {
     pub const RUN_JSON: &str = "run.json";
     /// GSO's per-rollout run reports: `rollouts/<rollout>/<rollout>.<run_id>.report.json`.
@@ -508,7 +511,17 @@ impl RunDir {
         let path = self.run_json();
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("{}: cannot read (is this a run folder?)", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a run.json this harness can read", path.display()))
+        let info: RunInfo = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a run.json this harness can read", path.display()))?;
+        // Readers loop over K (an old run.json lists no samples): a K no run can have is
+        // refused here, not allocated.
+        if info.k == 0 || info.k > MAX_K {
+            anyhow::bail!(
+                "{}: k = {} is not a K this harness runs (1 to {MAX_K})",
+                path.display(),
+                info.k
+            );
+        }
+        Ok(info)
     }
 }

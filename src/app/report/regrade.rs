@@ -237,6 +237,29 @@ mod tests {
         run
     }
 
+    /// A run folder whose run.json claims a K no run has (and lists no samples, as an old
+    /// one would) is refused when read, never looped over; the listing of a results folder
+    /// goes on without it.
+    #[test]
+    fn a_run_json_with_an_impossible_k_is_refused_not_allocated() {
+        let d = tempfile::tempdir().unwrap();
+        run_folder(&d.path().join("good"));
+        let bad = run_folder(&d.path().join("bad"));
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(bad.run_json()).unwrap()).unwrap();
+        json["k"] = serde_json::json!(100_000_000u64);
+        json.as_object_mut().unwrap().remove("samples");
+        std::fs::write(bad.run_json(), json.to_string()).unwrap();
+        let e = format!("{:#}", bad.load_run_info().unwrap_err());
+        assert!(
+            e.contains("k = 100000000 is not a K this harness runs"),
+            "{e}"
+        );
+        let listed = crate::app::status::lines(d.path()).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].run_dir.ends_with("good"));
+    }
+
     #[test]
     fn regrading_under_both_criteria_from_a_saved_run_folder() {
         let d = tempfile::tempdir().unwrap();
