@@ -4,6 +4,59 @@
 fn main() {
     record_commit();
     build_supervisor();
+    embed_container_programs();
+}
+
+/// The table of every file the harness puts into a task container (`src/sandbox/assets.rs`
+/// includes it): the supervisor, and every file under `harness/` (the in-container programs)
+/// with its own executable bit, walked here so that no file can be added there and left
+/// out of the containers or the result key.
+fn embed_container_programs() {
+    use std::os::unix::fs::PermissionsExt;
+    let manifest = std::path::PathBuf::from(env("CARGO_MANIFEST_DIR"));
+    let root = manifest.join("harness");
+    println!("cargo:rerun-if-changed=harness");
+    let mut files = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: cannot read: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a folder entry").path();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if path.is_dir() {
+                if name.as_deref() != Some("__pycache__") {
+                    stack.push(path);
+                }
+            } else if path.extension().is_none_or(|x| x != "pyc") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut table = String::from(
+        "&[\n    Asset {\n        path: \"opt/harness/bin/harness-supervisor\",\n        \
+         bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/harness-supervisor\")),\n        \
+         mode: 0o755,\n    },\n",
+    );
+    for path in &files {
+        let rel = path
+            .strip_prefix(&root)
+            .expect("under harness/")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let executable = std::fs::metadata(path)
+            .map(|m| m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false);
+        table.push_str(&format!(
+            "    Asset {{\n        path: \"opt/harness/{rel}\",\n        bytes: include_bytes!({:?}),\n        mode: 0o{:o},\n    }},\n",
+            path.display().to_string(),
+            if executable { 0o755 } else { 0o644 }
+        ));
+    }
+    table.push(']');
+    let out = std::path::PathBuf::from(env("OUT_DIR")).join("assets.rs");
+    std::fs::write(&out, table).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
 }
 
 fn record_commit() {

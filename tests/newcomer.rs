@@ -169,7 +169,11 @@ fn a_newcomer_follows_the_readme_from_set_up_to_the_page() {
         .unwrap_or_else(|| panic!("no address: {line}"));
     let host_port = url.trim_start_matches("http://").split('/').next().unwrap();
     let mut stream = std::net::TcpStream::connect(host_port).unwrap();
-    write!(stream, "GET /report.html HTTP/1.1\r\nHost: {host_port}\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "GET /report.html HTTP/1.1\r\nHost: {host_port}\r\n\r\n"
+    )
+    .unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     assert!(

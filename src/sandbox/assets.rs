@@ -30,68 +30,9 @@ pub const BUILD_SCRIPTS: &[(&str, &str)] = &[
     ("image_lock.py", IMAGE_LOCK_SCRIPT),
 ];
 
-pub const ASSETS: &[Asset] = &[
-    Asset {
-        path: "opt/harness/bin/harness-supervisor",
-        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/harness-supervisor")),
-        mode: 0o755,
-    },
-    Asset {
-        path: "opt/harness/apply_patch.sh",
-        bytes: include_bytes!("../../harness/apply_patch.sh"),
-        mode: 0o755,
-    },
-    Asset {
-        path: "opt/harness/human_commit.sh",
-        bytes: include_bytes!("../../harness/human_commit.sh"),
-        mode: 0o755,
-    },
-    Asset {
-        path: "opt/harness/timed_run.py",
-        bytes: include_bytes!("../../harness/timed_run.py"),
-        mode: 0o755,
-    },
-    Asset {
-        path: "opt/harness/output.py",
-        bytes: include_bytes!("../../harness/output.py"),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/simulate.py",
-        bytes: include_bytes!("../../harness/simulate.py"),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/witness.py",
-        bytes: include_bytes!("../../harness/witness.py"),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/guard.py",
-        bytes: GUARD_SCRIPT.as_bytes(),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/caches.py",
-        bytes: CACHES_SCRIPT.as_bytes(),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/image_lock.py",
-        bytes: IMAGE_LOCK_SCRIPT.as_bytes(),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/py/sitecustomize.py",
-        bytes: include_bytes!("../../harness/py/sitecustomize.py"),
-        mode: 0o644,
-    },
-    Asset {
-        path: "opt/harness/py/harness_pytest.py",
-        bytes: include_bytes!("../../harness/py/harness_pytest.py"),
-        mode: 0o644,
-    },
-];
+/// The supervisor and every file under `harness/`, each with its own mode: the table
+/// build.rs walks (no file can be added there and left out).
+pub const ASSETS: &[Asset] = include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 
 /// Absolute paths of the assets in the container.
 pub fn absolute_paths() -> Vec<String> {
@@ -153,6 +94,13 @@ mod tests {
             let disk = std::fs::read(root.join(a.path.trim_start_matches("opt/harness/"))).unwrap();
             assert_eq!(disk, a.bytes, "{} is embedded as it is on disk", a.path);
         }
+        // Each with its own executable bit: the programs run directly are executable, the
+        // modules they import are not.
+        let mode = |p: &str| ASSETS.iter().find(|a| a.path == p).map(|a| a.mode);
+        assert_eq!(mode("opt/harness/apply_patch.sh"), Some(0o755));
+        assert_eq!(mode("opt/harness/timed_run.py"), Some(0o755));
+        assert_eq!(mode("opt/harness/guard.py"), Some(0o644));
+        assert_eq!(mode("opt/harness/py/sitecustomize.py"), Some(0o644));
         // The supervisor is a static executable: it loads nothing from the image.
         let sup = ASSETS
             .iter()
