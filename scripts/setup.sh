@@ -30,6 +30,10 @@ mkdir -p "$DATA/bash-completion/completions" "$DATA/zsh/site-functions" \
 "$BIN" completions fish >"$CONFIG/fish/completions/harness.fish"
 "$BIN" -q man --out "$DATA/man/man1" >/dev/null
 echo "setup: completions for bash, zsh and fish, and manual pages (man harness) installed under $DATA"
+if command -v manpath >/dev/null && ! manpath 2>/dev/null | tr : '\n' | grep -qx "$DATA/man"; then
+  echo "setup: man does not look in $DATA/man yet: export MANPATH=\"$DATA/man:\$(manpath)\""
+fi
+echo "setup: zsh finds the completion once $DATA/zsh/site-functions is in fpath (fpath+=($DATA/zsh/site-functions))"
 
 bash scripts/make-base-image.sh   # cached: says so and does nothing when it exists
 

@@ -99,7 +99,7 @@ async fn serve(dir: &Path, page: &str, bind: &str, port: u16) -> Result<i32> {
     .map(|h| format!("{h}:{}", addr.port()))
     .collect();
     crate::outln!(
-        "serving {} at http://{addr}/{page} (no browser here to open it; Ctrl-C to stop)",
+        "serving {} at http://{addr}/{page} (Ctrl-C to stop)",
         dir.display()
     );
     let places = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));

@@ -101,7 +101,7 @@ pub struct GpuProbeArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The batch's config file (TOML: name, parallelism, batch-wide options, [[entry]]
-    /// tables; see README, `harness run`).
+    /// tables; see the book, docs/src/commands/run.md).
     pub config: PathBuf,
     /// Where the batch folder goes: RESULTS_DIR/<name>/.
     #[arg(long, default_value = "evaluation_results")]
@@ -322,7 +322,7 @@ pub struct GcArgs {
 /// CI outputs of a run (opt-at-k and report).
 #[derive(Debug, Clone, Args)]
 pub struct CiArgs {
-    /// Write the run as JUnit XML to FILE: one test case per sample (see README, CI outputs).
+    /// Write the run as JUnit XML to FILE: one test case per sample (see docs/src/ci.md).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Exit 2 when a figure is below a threshold: opt@K=X or pass@k=X (X percent, k from 1
