@@ -101,13 +101,7 @@ fn runs_table(results: &Path, runs: &[Run]) -> Table {
                 _ => "-".into(),
             };
             vec![
-                Cell::text(
-                    &l.started_at
-                        .chars()
-                        .take(16)
-                        .collect::<String>()
-                        .replace('T', " "),
-                ),
+                Cell::text(&crate::app::report::to_the_minute(&l.started_at)),
                 Cell::html(format!(
                     "<a href=\"{}\">{}</a>",
                     href(&format!("{}/{}", rel(&r.dir), names::REPORT_HTML)),

@@ -405,11 +405,7 @@ pub fn list(results_dir: &Path, json: bool) -> Result<i32> {
         .iter()
         .map(|l| {
             vec![
-                l.started_at
-                    .chars()
-                    .take(16)
-                    .collect::<String>()
-                    .replace('T', " "),
+                crate::app::report::to_the_minute(&l.started_at),
                 l.run_id.clone(),
                 l.model.clone(),
                 l.k.to_string(),

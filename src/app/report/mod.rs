@@ -23,7 +23,7 @@ use crate::core::summary::Summary;
 pub use json::json_summary;
 pub use junit::junit_xml;
 pub use markdown::summary_markdown;
-pub use text::{columns, run_ending, terminal_summary};
+pub use text::{columns, run_ending, terminal_summary, to_the_minute};
 
 /// One file of a report: its path relative to the run folder and its bytes.
 pub struct ReportFile {

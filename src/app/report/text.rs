@@ -245,6 +245,16 @@ pub fn headline(summary: &Summary) -> String {
 }
 
 /// From the run's start to its end, as `1h 02m`, `3m 05s` or `42s`.
+/// An RFC 3339 time of run.json to the minute, as the tables and pages show it
+/// (`2026-11-26 23:38`).
+pub fn to_the_minute(rfc3339: &str) -> String {
+    rfc3339
+        .chars()
+        .take(16)
+        .collect::<String>()
+        .replace('T', " ")
+}
+
 pub(crate) fn wall_time(info: &crate::core::results::RunInfo) -> Option<String> {
     let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
     let secs = (parse(info.finished_at.as_deref()?)? - parse(&info.started_at)?).num_seconds();

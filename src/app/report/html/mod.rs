@@ -173,7 +173,7 @@ fn header(summary: &Summary) -> String {
         esc(&info.model),
         esc(&info.run_id)
     );
-    let day = |s: &str| s.chars().take(16).collect::<String>().replace('T', " ");
+    let day = crate::app::report::text::to_the_minute;
     let _ = write!(
         out,
         "<p class=\"muted\" id=\"run-when\">Started {} UTC{}</p>",
