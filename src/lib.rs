@@ -1,19 +1,23 @@
 //! `harness`: evaluate agent patches that try to make software faster, in containers, and
 //! compute Opt@K and pass@k over K samples.
 //!
-//! Four floors, each importing only from its own and those below it (checked by
-//! `scripts/import_graph.py --check`, which CI runs):
-//! - [`telemetry`]: NVML sampling, a sealed leaf with an injectable clock;
-//! - [`core`]: the task model, the rule, statistics, verdicts, metrics, timings, results and
-//!   the events a run emits — plain data and pure decisions, no Docker;
-//! - [`sandbox`]: the Docker wrapper, the in-container assets and protections, images, and
-//!   the evaluation of one task in its containers;
-//! - [`app`]: one module per command, the reports and the progress reporter;
+//! The floors are crates of this workspace, each depending only on those below it, so the
+//! compiler keeps the order:
+//! - [`telemetry`] (`harness-telemetry`): NVML sampling, a sealed leaf with an injectable clock;
+//! - [`core`] (`harness-core`): the task model, the rule, statistics, verdicts, metrics and
+//!   what a run records: plain data and pure decisions (no async runtime, command line,
+//!   Docker or file system);
+//! - [`store`] (`harness-store`): the run folder, task folders and prediction files on disk;
+//! - [`sandbox`] (`harness-sandbox`): the Docker engine, the in-container programs and their
+//!   protections, images, and the evaluation of one task in its containers;
 //!
-//! and [`cli`] on top: clap's types and their mapping onto the commands.
+//! and this crate on top: [`app`], one module per command, the reports and the progress
+//! reporter; [`cli`], clap's types and their mapping onto the commands.
+
+pub use harness_core as core;
+pub use harness_sandbox as sandbox;
+pub use harness_store as store;
+pub use harness_telemetry as telemetry;
 
 pub mod app;
 pub mod cli;
-pub mod core;
-pub mod sandbox;
-pub mod telemetry;

@@ -8,11 +8,11 @@ use std::path::Path;
 
 use common::{harness, run};
 use harness::core::metrics::{OptStats, Thresholds};
-use harness::core::results::{
-    ExpectedSample, PhaseSeconds, RunDir, RunInfo, SampleReport, Status, write_json,
-};
+use harness::core::records::{ExpectedSample, PhaseSeconds, RunInfo, SampleReport};
 use harness::core::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
 use harness::core::stats::{Decision, Interval, SpeedupIntervals};
+use harness::core::status::Status;
+use harness::store::run_folder::{RunDir, write_json};
 
 const MODEL: &str = "ci-model";
 const K: usize = 3;

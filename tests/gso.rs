@@ -463,7 +463,7 @@ fn a_human_opt_commit_in_the_image_checks_out_the_submodule_it_moves() {
     assert!(containers_of_run("sub").is_empty());
 }
 
-/// `harness/human_commit.sh` on opt commits whose shapes a shell parser gets wrong: a
+/// `container/programs/human_commit.sh` on opt commits whose shapes a shell parser gets wrong: a
 /// submodule replaced by files at its path, submodules at paths git quotes (non-ASCII, a
 /// space, a tab) moved, and a binary change, a mode change and a rename; each ends at the
 /// commit's tree, applied by the cascade's first strategy.

@@ -270,5 +270,5 @@ fn run_and_compare_pages_render_with_the_json_numbers_and_nothing_hostile_runs()
 
 /// The folder of a model's samples (its name made safe for paths).
 fn model_dir(model: &str) -> String {
-    harness::core::results::model_slug(model)
+    harness::store::run_folder::model_slug(model)
 }

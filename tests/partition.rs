@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use common::*;
 use harness::core::metrics::Thresholds;
 use harness::core::partition::PartitionInfo;
-use harness::core::results::{
-    ExpectedSample, InputFile, PhaseSeconds, RunDir, RunInfo, SampleReport, Status, write_json,
-};
+use harness::core::records::{ExpectedSample, InputFile, PhaseSeconds, RunInfo, SampleReport};
 use harness::core::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
 use harness::core::stats::Decision;
+use harness::core::status::Status;
+use harness::store::run_folder::{RunDir, write_json};
 
 /// Two tasks whose samples have verdicts noise cannot flip (tasks/_predictions/EXPECTED.md):
 /// a failing test, an empty patch, a patch that does not apply, a rejected patch, and two

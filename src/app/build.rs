@@ -7,11 +7,12 @@ use anyhow::Result;
 use futures::StreamExt;
 
 use crate::app::reporter::spawn_reporter;
-use crate::core::dataset::Dataset;
-use crate::core::events::{Event, Events, Verbosity, emit};
+use crate::core::events::{Event, Verbosity};
 use crate::core::task::Task;
 use crate::sandbox::docker::Engine;
 use crate::sandbox::docker::image::{ensure_base_images, ensure_task_image};
+use crate::sandbox::events::{Events, emit};
+use crate::store::dataset::Dataset;
 
 /// What `harness build` is asked.
 pub struct BuildOptions {

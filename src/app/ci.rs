@@ -65,7 +65,7 @@ impl CiOptions {
     /// judged.
     pub fn write_outputs(&self, gates: &[FailUnder], summary: &Summary) -> Result<Vec<GateResult>> {
         if let Some(path) = &self.junit {
-            crate::core::results::write_atomic(
+            crate::store::run_folder::write_atomic(
                 path,
                 crate::app::report::junit_xml(summary).as_bytes(),
             )

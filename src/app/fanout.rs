@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::status::RunStatus;
-use crate::core::results::RunDir;
+use crate::store::run_folder::RunDir;
 
 /// Where each part of one fanned-out run stands.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -112,7 +112,7 @@ pub fn render(f: &FanoutStatus) -> String {
 pub fn partition_folders(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for d in dirs {
-        if d.join(crate::core::results::names::RUN_JSON).is_file() {
+        if d.join(crate::store::run_folder::names::RUN_JSON).is_file() {
             out.push(d.clone());
             continue;
         }

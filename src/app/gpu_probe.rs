@@ -129,7 +129,7 @@ pub async fn command(opts: ProbeOptions) -> Result<i32> {
         samples: telemetry.samples,
     };
     let json = serde_json::to_string_pretty(&report).context("gpu probe: the report as JSON")?;
-    crate::core::results::write_atomic(&opts.out, format!("{json}\n").as_bytes())
+    crate::store::run_folder::write_atomic(&opts.out, format!("{json}\n").as_bytes())
         .with_context(|| format!("gpu probe: writing {}", opts.out.display()))?;
     if opts.json {
         crate::outln!("{json}");

@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::core::dataset::Dataset;
 use crate::sandbox::docker::Engine;
 use crate::sandbox::docker::image::{
     ImageRemoval, ManagedImage, TASK_REPOSITORY_PREFIX, all_image_ids, current_image_tag,
     image_layers, managed_images, remove_image,
 };
+use crate::store::dataset::Dataset;
 
 #[derive(Debug, Clone)]
 pub struct GcOptions {

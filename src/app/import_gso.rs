@@ -425,7 +425,7 @@ pub fn import(o: &ImportOptions) -> Result<Vec<PathBuf>> {
         let work = staging.path().join(&r.instance_id);
         write_task_folder(r, o, &work)?;
         // What was written must load as a task.
-        crate::core::task::Task::load(&work)
+        crate::store::task_folder::load_task(&work)
             .with_context(|| format!("{}: the imported task does not load", dir.display()))?;
         replace_folder(&work, &dir, staging.path())?;
         made.push(dir);
@@ -438,15 +438,21 @@ fn write_task_folder(r: &GsoRow, o: &ImportOptions, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(&tests)
         .with_context(|| format!("{}: cannot create", tests.display()))?;
     for (i, test) in r.tests.iter().enumerate() {
-        crate::core::results::write_atomic(&tests.join(format!("test_{i}.py")), test.as_bytes())?;
+        crate::store::run_folder::write_atomic(
+            &tests.join(format!("test_{i}.py")),
+            test.as_bytes(),
+        )?;
     }
     let mut patch = r.gt_diff.clone();
     if !patch.ends_with('\n') {
         patch.push('\n');
     }
-    crate::core::results::write_atomic(&dir.join("human.patch"), patch.as_bytes())?;
-    crate::core::results::write_atomic(&tests.join("install.sh"), install_script(r).as_bytes())?;
-    crate::core::results::write_atomic(&dir.join("task.toml"), task_toml(r, o)?.as_bytes())
+    crate::store::run_folder::write_atomic(&dir.join("human.patch"), patch.as_bytes())?;
+    crate::store::run_folder::write_atomic(
+        &tests.join("install.sh"),
+        install_script(r).as_bytes(),
+    )?;
+    crate::store::run_folder::write_atomic(&dir.join("task.toml"), task_toml(r, o)?.as_bytes())
 }
 
 /// Moves `new` to `dest`; an earlier `dest` goes into `trash` (removed with it).
@@ -522,7 +528,7 @@ mod tests {
         });
         std::fs::write(&o.rows, format!("{row}\n")).unwrap();
         let made = import(&o).unwrap();
-        let task = crate::core::task::Task::load(&made[0]).unwrap();
+        let task = crate::store::task_folder::load_task(&made[0]).unwrap();
         assert_eq!(task.base_image, "gso.eval.x86_64.owner__repo-abc123:latest");
         // opt_commit "b" is no object id: the human is gt_diff alone.
         assert!(matches!(task.human, crate::core::task::HumanRef::Patch(_)));
@@ -561,7 +567,7 @@ mod tests {
         // A real opt_commit: the human is the commit where the image holds it, gt_diff else.
         heavy["opt_commit"] = serde_json::json!("177FF8B5a2804bc3560c438bd71cbb266561feda");
         std::fs::write(&o.rows, format!("{heavy}\n")).unwrap();
-        let task = crate::core::task::Task::load(&import(&o).unwrap()[0]).unwrap();
+        let task = crate::store::task_folder::load_task(&import(&o).unwrap()[0]).unwrap();
         assert_eq!(task.benches[0].runs, 1);
         assert_eq!(task.benches[0].timeout.as_secs(), 3600);
         let crate::core::task::HumanRef::ImageCommit { commit, patch } = &task.human else {
@@ -601,7 +607,7 @@ mod tests {
         });
         std::fs::write(&o.rows, format!("{row}\n")).unwrap();
         let made = import(&o).unwrap();
-        let task = crate::core::task::Task::load(&made[0]).unwrap();
+        let task = crate::store::task_folder::load_task(&made[0]).unwrap();
         assert_eq!(task.replicas, None, "no key came from the row");
         assert_eq!(task.measure_max_seconds, 900.0);
         assert!(task.description.contains("[measure]"));

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::app::report::html::{Cell, Table, document, esc, href};
-use crate::core::results::{RunDir, names};
+use crate::store::run_folder::{RunDir, names};
 
 struct Run {
     dir: PathBuf,
@@ -77,7 +77,7 @@ pub fn write(results: &Path) -> Result<PathBuf> {
     }
     let html = document("harness runs", &body);
     let path = results.join("index.html");
-    crate::core::results::write_atomic(&path, html.as_bytes())
+    crate::store::run_folder::write_atomic(&path, html.as_bytes())
         .with_context(|| format!("{}: cannot write", path.display()))?;
     Ok(path)
 }
@@ -155,7 +155,7 @@ fn comparison_pages(results: &Path, runs: &[Run]) -> Vec<(String, Option<String>
         match crate::app::compare::html_page(&dirs) {
             Ok(page) => {
                 let written =
-                    crate::core::results::write_atomic(&results.join(&file), page.as_bytes());
+                    crate::store::run_folder::write_atomic(&results.join(&file), page.as_bytes());
                 out.push((
                     format!(
                         "{} ({}, one dataset and machine)",

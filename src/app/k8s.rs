@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::core::results::model_slug;
+use crate::store::run_folder::model_slug;
 
 /// Which Docker engine the pods use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,9 @@ use anyhow::{Context, Result, bail};
 
 use crate::app::agent::{has_row, saved_patches};
 use crate::app::tasks::{CommitMatch, TaskCommits, all_commits, find_by_prefix, short};
-use crate::core::dataset::Dataset;
 use crate::core::stats::Decision;
 use crate::core::summary::Summary;
+use crate::store::dataset::Dataset;
 
 /// The task a commit prefix found.
 #[derive(Debug, Clone)]
@@ -110,7 +110,7 @@ pub fn predictions_file(
                 "model_patch": patch,
             });
             let path = run_dir.join("input.predictions.jsonl");
-            crate::core::results::write_atomic(&path, format!("{row}\n").as_bytes())?;
+            crate::store::run_folder::write_atomic(&path, format!("{row}\n").as_bytes())?;
             Ok(path)
         }
         PatchSource::Predictions(p) => Ok(p.clone()),
@@ -149,7 +149,7 @@ pub fn three_way(found: &FoundTask, model: &str, summary: &Summary) -> String {
     };
     let (Some(st), true) = (
         &s.opt_stats,
-        s.status == crate::core::results::Status::Passed,
+        s.status == crate::core::status::Status::Passed,
     ) else {
         out.push_str(&format!(
             "patch: {}{}\n",
@@ -275,7 +275,7 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
     let local_root = o
         .results_dir
         .join(format!("local-{}", o.commit.to_ascii_lowercase()));
-    let run_id = crate::core::results::model_slug(&model);
+    let run_id = crate::store::run_folder::model_slug(&model);
     let source = patch_source(&o, &dataset, &found, &local_root.join(&run_id), verbosity).await?;
     let predictions = predictions_file(
         &found,
@@ -323,7 +323,7 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
         outcome
             .run_dir
             .root
-            .join(crate::core::results::names::REPORT_HTML)
+            .join(crate::store::run_folder::names::REPORT_HTML)
             .display()
     );
     Ok(crate::app::opt_at_k::exit_code(&outcome))

@@ -16,8 +16,9 @@ use sha2::{Digest, Sha256};
 
 use crate::app::report;
 use crate::core::fingerprint::Fingerprint;
-use crate::core::results::{MergedPart, RunDir, RunInfo, sanitize, write_json};
+use crate::core::records::{MergedPart, RunInfo};
 use crate::core::summary::Summary;
+use crate::store::run_folder::{RunDir, sanitize, write_json};
 
 /// What a merge wrote.
 pub struct Merged {
@@ -72,7 +73,7 @@ fn fingerprint_differences(a: &Fingerprint, b: &Fingerprint) -> Vec<String> {
 }
 
 fn load_part(dir: &Path) -> Result<Part> {
-    let run_json = dir.join(crate::core::results::names::RUN_JSON);
+    let run_json = dir.join(crate::store::run_folder::names::RUN_JSON);
     refuse_link(&run_json)?;
     let info = RunDir {
         root: dir.to_path_buf(),
@@ -167,7 +168,7 @@ fn check_no_links(part: &Part) -> Result<()> {
     Ok(())
 }
 
-const IMAGES: &str = crate::core::results::names::IMAGES_DIR;
+const IMAGES: &str = crate::store::run_folder::names::IMAGES_DIR;
 
 /// Refuses parts that are not parts of one and the same run.
 fn check_same_run(parts: &[Part]) -> Result<()> {
@@ -317,7 +318,7 @@ fn check_coverage(parts: &[Part]) -> Result<()> {
 /// (a part resumed elsewhere): the merged run could not say where they were measured.
 fn check_parts_unmixed(parts: &[Part]) -> Result<()> {
     for part in parts {
-        let summary = crate::core::summary::summarise(&RunDir {
+        let summary = crate::store::run_folder::summarise(&RunDir {
             root: part.dir.clone(),
         })
         .with_context(|| format!("{}: cannot read its results", part.dir.display()))?;
@@ -659,7 +660,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command: Vec<String>) -> Result<Merge
         }
     }
     write_json(&staged.run_json(), &info)?;
-    let summary = crate::core::summary::summarise(&staged)
+    let summary = crate::store::run_folder::summarise(&staged)
         .with_context(|| format!("{}: cannot summarise the merged run", out.display()))?;
     let mixed = crate::core::summary::mixed_fingerprints(&summary);
     if !mixed.is_empty() {

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use crate::core::events::Verbosity;
-use crate::core::results::sanitize;
 pub use crate::core::rule::Criterion;
 use crate::core::rule::DecisionRule;
 pub use crate::core::settings::{Budget, Settings};
+use crate::store::run_folder::sanitize;
 
 /// Everything `opt-at-k` needs, checked.
 #[derive(Debug, Clone)]
@@ -76,8 +76,8 @@ impl RunPlan {
         if raw.k == 0 {
             bail!("--k: must be at least 1");
         }
-        if raw.k > crate::core::results::MAX_K {
-            bail!("--k: at most {}", crate::core::results::MAX_K);
+        if raw.k > crate::core::records::MAX_K {
+            bail!("--k: at most {}", crate::core::records::MAX_K);
         }
         if raw.predictions.is_empty() {
             bail!("--predictions: at least one file is needed");
@@ -125,10 +125,10 @@ impl RunPlan {
                     Some(p) => format!("{slug}-k{}-part{}of{}", raw.k, p.index, p.count),
                     None => format!("{slug}-k{}", raw.k),
                 };
-                let current = id(crate::core::results::model_slug(&raw.model));
+                let current = id(crate::store::run_folder::model_slug(&raw.model));
                 // A run an earlier build started under the model's older folder name is
                 // resumed where it is.
-                let legacy = id(crate::core::results::legacy_model_slug(&raw.model));
+                let legacy = id(crate::store::run_folder::legacy_model_slug(&raw.model));
                 if !raw.results_root.join(&current).exists()
                     && raw.results_root.join(&legacy).is_dir()
                 {
@@ -164,7 +164,7 @@ impl RunPlan {
             hacked: raw
                 .hacked_ids
                 .as_deref()
-                .map(crate::core::gso::load_hacked_ids)
+                .map(crate::store::inputs::load_hacked_ids)
                 .transpose()?,
             rollout_per_file: raw.rollout_per_file,
             disk_check: raw.disk_check,

@@ -8,7 +8,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::mpsc;
 
 use crate::core::events::{Event, Verbosity};
-use crate::core::results::Status;
+use crate::core::status::Status;
 use crate::core::text::for_terminal as show;
 
 /// Bars on a terminal; plain lines when stderr is not one, in CI, or when asked.

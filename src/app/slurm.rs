@@ -12,7 +12,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::core::results::{model_slug, write_atomic, write_json};
+use crate::store::run_folder::{model_slug, write_atomic, write_json};
 
 /// What `harness slurm submit` is asked (the opt-at-k arguments already validated).
 pub struct SubmitOptions {

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use serde::Serialize;
 
-use crate::core::results::{RunDir, Status};
+use crate::core::status::Status;
+use crate::store::run_folder::RunDir;
 
 /// Where one expected sample stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -200,13 +201,16 @@ pub fn run_status(root: &Path) -> Result<RunStatus> {
 /// have one (a folder holding several models' runs) and their sub-folders that have one (a
 /// fan-out folder's `parts/`), sorted.
 pub fn run_folders(path: &Path) -> Result<Vec<PathBuf>> {
-    if path.join(crate::core::results::names::RUN_JSON).is_file() {
+    if path
+        .join(crate::store::run_folder::names::RUN_JSON)
+        .is_file()
+    {
         return Ok(vec![path.to_path_buf()]);
     }
     if !path.is_dir() {
         bail!("{}: not a folder", path.display());
     }
-    let has_run = |p: &PathBuf| p.join(crate::core::results::names::RUN_JSON).is_file();
+    let has_run = |p: &PathBuf| p.join(crate::store::run_folder::names::RUN_JSON).is_file();
     let mut found = Vec::new();
     // Folders only, never links: a part folder that links elsewhere would bring another
     // place's files into what is read (and merged).
@@ -443,7 +447,7 @@ pub fn lines(results_dir: &Path) -> Result<Vec<RunLine>> {
             }
         };
         let info = RunDir { root: dir.clone() }.load_run_info()?;
-        let score = std::fs::read(dir.join(crate::core::results::names::SUMMARY_JSON))
+        let score = std::fs::read(dir.join(crate::store::run_folder::names::SUMMARY_JSON))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
             .and_then(|v| v["totals"]["score"].as_f64());

@@ -11,9 +11,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::core::dataset::Dataset;
 use crate::core::task::{HumanRef, Source, Task};
 use crate::sandbox::source::{EntryKind, Material};
+use crate::store::dataset::Dataset;
 
 /// A task's base and human commits (full hashes, or the git source's own spelling).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -275,7 +275,7 @@ pub fn command(
     results_dir: &std::path::Path,
     json: bool,
 ) -> Result<i32> {
-    let dataset = crate::core::dataset::Dataset::load(dataset)?;
+    let dataset = crate::store::dataset::Dataset::load(dataset)?;
     let cache = results_dir.join(".cache");
     if json {
         let (all, problems) = all_commits(&dataset, &cache);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::core::results::names;
+use crate::store::run_folder::names;
 
 pub struct ViewOptions {
     /// A run (or batch) folder; none: the index of every run under `results_dir`.

@@ -5,9 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::settings_args::{CriterionArg, DiskCheckArg, SettingsArgs};
 use crate::app::ci::CiOptions;
-use crate::core::rule::Criterion;
-use crate::core::settings::Settings;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -404,7 +403,7 @@ pub struct LocalArgs {
     #[arg(long, default_value = "evaluation_results")]
     pub results_dir: PathBuf,
     #[command(flatten)]
-    pub settings: Settings,
+    pub settings: SettingsArgs,
     #[command(flatten)]
     pub gpu: GpuArgs,
     #[command(flatten)]
@@ -478,7 +477,7 @@ pub struct OptAtKArgs {
     #[command(flatten)]
     pub common: CommonArgs,
     #[command(flatten)]
-    pub settings: Settings,
+    pub settings: SettingsArgs,
     /// Print the machine-readable summary (JSON) on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -503,7 +502,7 @@ pub struct DiskArgs {
     /// Docker's data root and the results folder: `on` refuses a run that may not fit,
     /// `off` says so and starts anyway.
     #[arg(long, value_enum, default_value = "on", env = "HARNESS_DISK_CHECK")]
-    pub disk_check: crate::core::disk::DiskCheck,
+    pub disk_check: DiskCheckArg,
 }
 
 /// GPU tasks and their telemetry.
@@ -590,7 +589,7 @@ pub struct ReportArgs {
     pub allow_mixed_machines: bool,
     /// Judge every sample again from its saved timings under this criterion (no Docker).
     #[arg(long, value_enum)]
-    pub criterion: Option<Criterion>,
+    pub criterion: Option<CriterionArg>,
     /// With regrading: opt_base needs round(GM speedup over base, 1) >= this.
     #[arg(long)]
     pub min_speedup: Option<f64>,

@@ -1,8 +1,9 @@
 //! The command line: clap's types, and their mapping onto the commands of `app` (each
-//! command's own options; the rule and budget are `core::settings::Settings`, flattened).
+//! command's own options; the rule and budget are `core::settings::Settings`, spelled as flags by `settings_args`).
 
 mod args;
 mod hints;
+mod settings_args;
 
 pub use args::*;
 
@@ -15,7 +16,7 @@ use crate::core::events::Verbosity;
 #[derive(Debug, Parser)]
 #[command(
     name = "harness",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HARNESS_GIT_COMMIT"), ")"),
+    version = harness_sandbox::fingerprint::VERSION_LINE,
     about = "Evaluate agent patches that make software faster: Opt@K and pass@k, measured in containers"
 )]
 pub struct Cli {
@@ -63,7 +64,7 @@ pub fn parse_args() -> Cli {
 /// `error`), 2 a `--fail-under` threshold missed, 130 interrupted by SIGINT, 143 by SIGTERM
 /// (the first that applies in the order 130/143, 1, 2).
 pub async fn main_with(cli: Cli) -> i32 {
-    crate::core::task::allow_outside_paths(cli.allow_outside_task_paths);
+    crate::store::task_folder::allow_outside_paths(cli.allow_outside_task_paths);
     crate::core::task::allow_pass_env(cli.pass_env.clone());
     let verbosity = if cli.quiet {
         Verbosity::Quiet
@@ -107,7 +108,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                 json: a.json,
                 fail_under: a.fail_under,
                 gpu: a.gpu.options(),
-                disk_check: a.disk.disk_check,
+                disk_check: a.disk.disk_check.into(),
                 verbosity,
             })
             .await
@@ -131,7 +132,7 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             json: a.json,
             allow_mixed_machines: a.allow_mixed_machines,
             regrade: report::command::RuleOverrides {
-                criterion: a.criterion,
+                criterion: a.criterion.map(Into::into),
                 min_speedup: a.min_speedup,
                 opt_thresh: a.opt_thresh,
                 seed: a.seed,
@@ -151,9 +152,9 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
                     agents: a.agents,
                     dataset: a.dataset,
                     results_dir: a.results_dir,
-                    settings: a.settings,
+                    settings: a.settings.into(),
                     gpu: a.gpu.options(),
-                    disk_check: a.disk.disk_check,
+                    disk_check: a.disk.disk_check.into(),
                     json: a.json,
                 },
                 verbosity,
@@ -290,14 +291,14 @@ fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
         run_id: a.common.run_id.clone(),
         instance_ids: a.common.instance_ids.clone(),
         jobs: a.common.jobs,
-        settings: a.settings,
+        settings: a.settings.into(),
         verbosity,
         json: a.json,
         gpu: a.gpu.options(),
         partition: a.common.partition.clone(),
         hacked_ids: a.hacked_ids.clone(),
         rollout_per_file: a.rollout_per_file,
-        disk_check: a.disk.disk_check,
+        disk_check: a.disk.disk_check.into(),
     })
 }
 

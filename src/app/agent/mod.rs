@@ -236,11 +236,11 @@ pub async fn run_batch(
     samples: usize,
     results_dir: &Path,
     out: &Path,
-    events: &crate::core::events::Events,
+    events: &crate::sandbox::events::Events,
 ) -> Result<AgentBatch> {
     secrets(agent)?;
     crate::sandbox::docker::image::ensure_base_images(engine, tasks, events).await?;
-    let say = |m: String| crate::core::events::emit(events, crate::core::events::Event::Info(m));
+    let say = |m: String| crate::sandbox::events::emit(events, crate::core::events::Event::Info(m));
     let cache = results_dir.join(".cache");
     let mut runs: Vec<AgentRun> = Vec::new();
     let mut failures = Vec::new();
@@ -273,7 +273,7 @@ pub async fn run_batch(
         for sample in 0..samples {
             let log = results_dir
                 .join("agents")
-                .join(crate::core::results::model_slug(&agent.name))
+                .join(crate::store::run_folder::model_slug(&agent.name))
                 .join(&task.id)
                 .join(format!("{sample}.log"));
             say(format!(
@@ -308,7 +308,7 @@ pub async fn run_batch(
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create", dir.display()))?;
     }
-    crate::core::results::write_atomic(out, predictions_jsonl(&agent.name, &runs).as_bytes())?;
+    crate::store::run_folder::write_atomic(out, predictions_jsonl(&agent.name, &runs).as_bytes())?;
     Ok(AgentBatch {
         predictions: out.to_path_buf(),
         runs,
@@ -320,16 +320,16 @@ pub async fn run_batch(
 pub fn saved_patches(results_dir: &Path, agent: &str) -> PathBuf {
     results_dir.join("agents").join(format!(
         "{}.predictions.jsonl",
-        crate::core::results::model_slug(agent)
+        crate::store::run_folder::model_slug(agent)
     ))
 }
 
 /// Whether `path` is a predictions file with a row of `model` for `instance`.
 pub fn has_row(path: &Path, model: &str, instance: &str) -> bool {
     path.is_file()
-        && crate::core::predictions::load(
+        && crate::store::predictions::load(
             &[path.to_path_buf()],
-            &crate::core::predictions::LoadOptions {
+            &crate::store::predictions::LoadOptions {
                 model: model.to_string(),
                 max_patch_bytes: crate::core::patch::MAX_PATCH_BYTES,
                 rollout_per_file: false,
@@ -372,7 +372,7 @@ pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosi
     if o.samples == 0 {
         bail!("--samples: must be at least 1");
     }
-    let dataset = crate::core::dataset::Dataset::load(&o.dataset)?;
+    let dataset = crate::store::dataset::Dataset::load(&o.dataset)?;
     let (tasks, warnings) = dataset.select(&o.instance_ids)?;
     for w in warnings {
         eprintln!("warning: {}", crate::core::text::for_terminal(&w));

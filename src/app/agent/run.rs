@@ -385,5 +385,5 @@ fn write_log(path: &Path, text: &str) -> Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create", dir.display()))?;
     }
-    crate::core::results::write_atomic(path, text.as_bytes())
+    crate::store::run_folder::write_atomic(path, text.as_bytes())
 }

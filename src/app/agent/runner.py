@@ -8,7 +8,7 @@ COMMAND runs by /bin/sh -c as the sandbox user, in /testbed, with this process's
 environment, no core dumps and no file larger than DISK_LIMIT bytes. A watchdog (a thread of
 this root process, out of the agent's reach) stops every process of the user once the tree
 (with .git) and the user's home have grown by more than DISK_LIMIT since the start: the
-limit the evaluation holds the code under test to (harness/timed_run.py), with the same
+limit the evaluation holds the code under test to (container/programs/timed_run.py), with the same
 counting (guard.disk_usage), made when free space has dropped by more than what may still
 be written, and every WALK_EVERY_S seconds whatever free space says. When the command ends,
 every process of the user it left is killed (nothing holds the exec's output open, nothing

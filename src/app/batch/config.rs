@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::RESERVED;
 use super::problems::{Problems, screen};
-use crate::core::results::sanitize;
 use crate::core::settings::Settings;
+use crate::store::run_folder::sanitize;
 
 /// The config file as written.
 #[derive(Debug, Deserialize)]
@@ -317,7 +317,7 @@ fn check_entry(
         Some(l) => l.clone(),
         None => model.clone(),
     };
-    let run_id = crate::core::results::model_slug(&label);
+    let run_id = crate::store::run_folder::model_slug(&label);
     let field = if e.label.is_some() { "label" } else { "model" };
     if RESERVED.contains(&run_id.as_str()) {
         bad(
@@ -357,11 +357,11 @@ fn check_entry(
 /// and has the instances it asks for, and its predictions read and hold rows of its model.
 /// Returns the instances it covers.
 pub fn preflight(entry: &EntryPlan) -> Result<Vec<String>> {
-    let dataset = crate::core::dataset::Dataset::load(&entry.dataset)?;
+    let dataset = crate::store::dataset::Dataset::load(&entry.dataset)?;
     let (tasks, _warnings) = dataset.select(&entry.instance_ids)?;
-    let predictions = crate::core::predictions::load(
+    let predictions = crate::store::predictions::load(
         &entry.predictions,
-        &crate::core::predictions::LoadOptions {
+        &crate::store::predictions::LoadOptions {
             model: entry.model.clone(),
             max_patch_bytes: crate::core::patch::MAX_PATCH_BYTES,
             rollout_per_file: false,

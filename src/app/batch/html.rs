@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::BatchReport;
 use crate::app::report::html::{Cell, Table, document, esc, headers, href};
-use crate::core::results::names;
+use crate::store::run_folder::names;
 
 pub fn page(report: &BatchReport, batch_dir: &Path) -> String {
     let mut body = format!(

@@ -10,7 +10,7 @@ use crate::app::ci::{FailUnder, GateResult};
 use crate::app::opt_at_k;
 use crate::app::plan::{RawRunOptions, RunPlan};
 use crate::core::events::Verbosity;
-use crate::core::results::{names, write_atomic, write_json};
+use crate::store::run_folder::{names, write_atomic, write_json};
 
 /// What `harness run` is asked.
 pub struct BatchOptions {

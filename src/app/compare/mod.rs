@@ -16,10 +16,10 @@ use serde::Serialize;
 use crate::core::compare::{
     CompareRule, RankFigure, TaskComparison, TaskEntry, Winner, compare_task, rank_by_opt,
 };
-use crate::core::results::{RunDir, names};
 use crate::core::stats::derive_seed;
 use crate::core::summary::Summary;
 use crate::core::timings::BenchLog;
+use crate::store::run_folder::{RunDir, names};
 
 /// What `harness compare` is asked.
 pub struct CompareOptions {
@@ -138,7 +138,7 @@ pub fn command(o: CompareOptions) -> Result<i32> {
     let runs = expand(&o.run_dirs)?;
     let comparison = compare_folders(&runs, o.allow_mixed, o.between_run_sd)?;
     if let Some(path) = &o.html {
-        crate::core::results::write_atomic(path, html::page(&comparison).as_bytes())
+        crate::store::run_folder::write_atomic(path, html::page(&comparison).as_bytes())
             .with_context(|| format!("{}: cannot write", path.display()))?;
     }
     if o.json {
@@ -170,7 +170,7 @@ pub fn compare_folders(
     let summaries = runs
         .iter()
         .map(|dir| {
-            crate::core::summary::summarise(&RunDir { root: dir.clone() })
+            crate::store::run_folder::summarise(&RunDir { root: dir.clone() })
                 .with_context(|| format!("{}: not a run folder that can be read", dir.display()))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -486,7 +486,7 @@ fn task_row(runs: &[PathBuf], summaries: &[Summary], id: &str, between_run_sd: f
                         .map(|b| (b.name.clone(), b.better))
                         .collect();
                 }
-                crate::core::verdict::paired_rounds(log, "base", &label)
+                crate::core::rounds::paired_rounds(log, "base", &label)
                     .into_iter()
                     .map(|(_, p)| p)
                     .collect()

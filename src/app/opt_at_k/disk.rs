@@ -10,7 +10,8 @@ use super::execute::Machine;
 use super::work::TaskWork;
 use crate::app::plan::RunPlan;
 use crate::core::disk::{DiskCheck, DiskNeed, FreeSpace, TaskDisk, judge, need};
-use crate::core::events::{Event, Events, emit};
+use crate::core::events::Event;
+use crate::sandbox::events::{Events, emit};
 use crate::sandbox::gpu::GpuSupport;
 
 /// What the run's containers and results may take. Counted per task that will get

@@ -9,14 +9,15 @@ use futures::StreamExt;
 
 use crate::app::plan::RunPlan;
 use crate::app::report;
-use crate::core::events::{Event, Events, emit};
+use crate::core::events::Event;
 use crate::core::fingerprint::Fingerprint;
-use crate::core::results::RunDir;
 use crate::core::task::Task;
 use crate::sandbox::docker::Engine;
 use crate::sandbox::docker::image::{ensure_base_images, ensure_task_image};
 use crate::sandbox::eval::{EvalContext, TaskInput, evaluate_task, report_broken_task};
+use crate::sandbox::events::{Events, emit};
 use crate::sandbox::gpu::{GpuPool, GpuSupport};
+use crate::store::run_folder::RunDir;
 
 use super::signals::interrupt_signal;
 use super::work::TaskWork;
@@ -26,7 +27,7 @@ pub(super) struct Machine {
     pub(super) engine: Engine,
     pub(super) fingerprint: Fingerprint,
     pub(super) fingerprint_id: String,
-    pub(super) cpu_plan: crate::core::cpuset::CpuPlan,
+    pub(super) cpu_plan: crate::core::cpu_plan::CpuPlan,
     /// Whether GPU tasks can run here; None when the run has none.
     pub(super) gpu: Option<GpuSupport>,
 }
@@ -97,10 +98,10 @@ impl Machine {
         let machine_cores = engine.host_cpus().await.unwrap_or(fingerprint.cores);
         let width = tasks
             .iter()
-            .map(|t| crate::core::cpuset::width_for(t.resources.cpus))
+            .map(|t| crate::core::cpu_plan::width_for(t.resources.cpus))
             .max()
             .unwrap_or(1);
-        let cpu_plan = crate::core::cpuset::plan_slots(machine_cores, plan.jobs, width);
+        let cpu_plan = crate::core::cpu_plan::plan_slots(machine_cores, plan.jobs, width);
         emit(
             events,
             Event::Debug(format!(
@@ -136,7 +137,7 @@ pub(super) async fn execute(
         model: plan.model.clone(),
         rule: plan.rule,
         budget: plan.budget,
-        slots: Arc::new(crate::core::cpuset::SlotPool::new(&machine.cpu_plan)),
+        slots: Arc::new(crate::sandbox::cpu_slots::SlotPool::new(&machine.cpu_plan)),
         fingerprint_id: machine.fingerprint_id.clone(),
         events: events.clone(),
         gpus: Arc::new(GpuPool::new(&match &machine.gpu {
@@ -187,7 +188,7 @@ pub(super) async fn execute(
 }
 
 /// Why a task gets no image: the status its samples take and the reason.
-pub(super) type NoImage = (crate::core::results::Status, String);
+pub(super) type NoImage = (crate::core::status::Status, String);
 
 /// Builds (or finds) the task's image; a task that cannot run here gets none.
 pub(super) async fn build_image(
@@ -202,9 +203,9 @@ pub(super) async fn build_image(
         && let Some(GpuSupport::Unavailable { reason }) = &machine.gpu
     {
         let status = if ctx.gpu_options.skip {
-            crate::core::results::Status::Skipped
+            crate::core::status::Status::Skipped
         } else {
-            crate::core::results::Status::Error
+            crate::core::status::Status::Error
         };
         let why = format!(
             "the task needs {} GPU(s) and this host cannot give them: {reason}",
@@ -214,7 +215,7 @@ pub(super) async fn build_image(
     }
     let material = w.material.as_ref().map_err(|e| {
         (
-            crate::core::results::Status::BaseFailed,
+            crate::core::status::Status::BaseFailed,
             format!("the task's source cannot be read: {e}"),
         )
     })?;
@@ -264,8 +265,8 @@ pub(super) async fn build_image(
         Err(e) => {
             emit(&ctx.events, Event::Warn(format!("{e:#}")));
             let status = match e.downcast_ref::<crate::sandbox::docker::image::BuildFailed>() {
-                Some(b) if b.task_fault => crate::core::results::Status::BaseFailed,
-                _ => crate::core::results::Status::Error,
+                Some(b) if b.task_fault => crate::core::status::Status::BaseFailed,
+                _ => crate::core::status::Status::Error,
             };
             Err((status, format!("{e:#}")))
         }
@@ -275,7 +276,7 @@ pub(super) async fn build_image(
 /// Rewrites every report from what the run folder holds now.
 pub(super) fn refresh_reports(run_dir: &RunDir, events: &Events) {
     if let Err(e) =
-        crate::core::summary::summarise(run_dir).and_then(|s| report::write_all(run_dir, &s))
+        crate::store::run_folder::summarise(run_dir).and_then(|s| report::write_all(run_dir, &s))
     {
         emit(
             events,
@@ -316,7 +317,7 @@ pub(super) async fn run_task(
                     task,
                     &w.image,
                     &w.samples,
-                    crate::core::results::Status::Error,
+                    crate::core::status::Status::Error,
                     &why,
                 );
                 return;

@@ -18,10 +18,11 @@ use tokio::sync::mpsc;
 use crate::app::plan::RunPlan;
 use crate::app::report;
 use crate::app::reporter::spawn_reporter;
-use crate::core::dataset::Dataset;
-use crate::core::events::{Event, Events, emit};
-use crate::core::results::{RunDir, write_json};
+use crate::core::events::Event;
 use crate::core::summary::Summary;
+use crate::sandbox::events::{Events, emit};
+use crate::store::dataset::Dataset;
+use crate::store::run_folder::{RunDir, write_json};
 
 /// What a finished (or interrupted) run left.
 pub struct RunOutcome {
@@ -82,7 +83,7 @@ pub fn exit_code(outcome: &RunOutcome) -> i32 {
                 .instances
                 .iter()
                 .flat_map(|i| i.samples.iter())
-                .filter(|s| s.status == crate::core::results::Status::Error)
+                .filter(|s| s.status == crate::core::status::Status::Error)
                 .count();
             if errors > 0 {
                 eprintln!(
@@ -150,7 +151,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
                 index: p.index,
                 count: p.count,
                 selected_instance_ids: selected.iter().map(|t| t.id.clone()).collect(),
-                selection_digest: crate::core::partition::selection_digest(&selected)?,
+                selection_digest: crate::store::inputs::selection_digest(&selected)?,
                 task_digests: Vec::new(),
             };
             (part, Some(info))
@@ -211,7 +212,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     info.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     info.interrupted = interrupted.map(str::to_string);
     write_json(&run_dir.run_json(), &info)?;
-    let summary = crate::core::summary::summarise(&run_dir)?;
+    let summary = crate::store::run_folder::summarise(&run_dir)?;
     let report_files = report::write_all(&run_dir, &summary)?;
     let evaluated = planned.work.iter().map(|w| w.samples.len()).sum();
     Ok(RunOutcome {

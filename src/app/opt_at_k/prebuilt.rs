@@ -7,10 +7,11 @@
 use anyhow::{Result, bail};
 
 use super::work::TaskWork;
-use crate::core::events::{Event, Events, emit};
+use crate::core::events::Event;
 use crate::core::task::Source;
 use crate::sandbox::docker::Engine;
 use crate::sandbox::docker::image::{image_present, pull, tag};
+use crate::sandbox::events::{Events, emit};
 
 /// GSO's registry name of a local GSO instance image (`gso.eval.<arch>.<id>:<tag>` is
 /// `slimshetty/gso:gso.eval.<arch>.<id>` there: GSO's `remote_instance_image_key`).

@@ -8,14 +8,16 @@ use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
 use crate::app::plan::RunPlan;
-use crate::core::dataset::Dataset;
-use crate::core::events::{Event, Events, emit};
-use crate::core::predictions::{LoadOptions, Prediction};
-use crate::core::results::{InputFile, RunDir, RunInfo};
+use crate::core::events::Event;
+use crate::core::records::{InputFile, RunInfo};
 use crate::core::task::Task;
 use crate::sandbox::docker::image::{image_tag, local_image_id};
 use crate::sandbox::eval::{SampleInput, result_key};
+use crate::sandbox::events::{Events, emit};
 use crate::sandbox::source::{Material, materialize};
+use crate::store::dataset::Dataset;
+use crate::store::predictions::{LoadOptions, Prediction};
+use crate::store::run_folder::RunDir;
 
 /// What a finished (or interrupted) run left.
 use super::*;
@@ -73,7 +75,7 @@ pub(super) fn read_predictions(
     tasks: &[&Task],
     warnings: &mut Warnings,
 ) -> Result<BTreeMap<String, BTreeMap<usize, Prediction>>> {
-    let predictions = crate::core::predictions::load(
+    let predictions = crate::store::predictions::load(
         &plan.predictions,
         &LoadOptions {
             model: plan.model.clone(),
@@ -193,7 +195,7 @@ pub(super) struct Planned<'a> {
     pub(super) reused: usize,
     /// Saved samples, announced to progress once the total is known.
     pub(super) saved_done: Vec<Event>,
-    pub(super) expected: BTreeMap<String, Vec<crate::core::results::ExpectedSample>>,
+    pub(super) expected: BTreeMap<String, Vec<crate::core::records::ExpectedSample>>,
     pub(super) digests: Vec<String>,
 }
 
@@ -239,7 +241,7 @@ pub(super) async fn plan_work<'a>(
             planned.total_samples += 1;
             let key = result_key(&digest, &image, &pred.patch_sha256(), &settings);
             planned.expected.entry(task.id.clone()).or_default().push(
-                crate::core::results::ExpectedSample {
+                crate::core::records::ExpectedSample {
                     sample: index,
                     patch_sha256: pred.patch_sha256(),
                     result_key: key.clone(),
@@ -307,7 +309,7 @@ pub(super) fn run_info(
     dataset_ids: &[String],
 ) -> Result<RunInfo> {
     Ok(RunInfo {
-        schema_version: crate::core::results::SCHEMA_VERSION,
+        schema_version: crate::core::records::SCHEMA_VERSION,
         run_id: plan.run_id.clone(),
         model: plan.model.clone(),
         k: plan.k,

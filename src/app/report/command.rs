@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::app::ci::CiOptions;
-use crate::core::results::RunDir;
 use crate::core::rule::{Criterion, DecisionRule, Estimator};
+use crate::store::run_folder::RunDir;
 
 /// A rule to judge the samples again under: each option over the run's current rule.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,12 +96,12 @@ pub fn command(o: ReportOptions) -> Result<i32> {
         );
     }
     if let Some(path) = &o.hacked_ids {
-        let hacked = crate::core::gso::load_hacked_ids(path)?;
+        let hacked = crate::store::inputs::load_hacked_ids(path)?;
         let mut info = run.load_run_info()?;
         info.hacked = Some(hacked);
-        crate::core::results::write_json(&run.run_json(), &info)?;
+        crate::store::run_folder::write_json(&run.run_json(), &info)?;
     }
-    let summary = crate::core::summary::summarise(&run)
+    let summary = crate::store::run_folder::summarise(&run)
         .with_context(|| format!("{}: cannot summarise", o.run_dir.display()))?;
     let mixed = crate::core::summary::mixed_fingerprints(&summary);
     if !mixed.is_empty() {

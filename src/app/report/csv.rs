@@ -1,7 +1,7 @@
 //! `results.csv`: one row per sample, for spreadsheets.
 
 use super::{Exporter, Summary};
-use crate::core::results::names;
+use crate::store::run_folder::names;
 
 /// `results.csv`.
 pub struct ResultsCsv;

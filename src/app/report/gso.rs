@@ -19,8 +19,10 @@ use serde_json::{Value, json};
 use super::{Exporter, ReportFile, Summary};
 use crate::core::gso::{GsoCategory, GsoOptStats, gso_opt_stats};
 use crate::core::metrics::{opt_at_k_score, python_round};
-use crate::core::results::{SampleReport, Status, model_slug, names};
+use crate::core::records::SampleReport;
+use crate::core::status::Status;
 use crate::core::summary::InstanceOutcome;
+use crate::store::run_folder::{model_slug, names};
 
 /// The best-of-K run report and the opt@K report.
 pub struct RunReports;

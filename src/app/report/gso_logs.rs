@@ -14,7 +14,9 @@ use serde_json::{Map, Value, json};
 
 use super::{Exporter, ReportFile, Summary};
 use crate::core::gso::{GsoCategory, GsoRuns, gso_opt_stats, gso_runs};
-use crate::core::results::{RunDir, SampleReport, Status, model_slug, names};
+use crate::core::records::SampleReport;
+use crate::core::status::Status;
+use crate::store::run_folder::{RunDir, model_slug, names};
 
 /// GSO's eval.sh markers (gsobench's `grading/evalscript.py`).
 mod marker {
@@ -241,7 +243,7 @@ fn rollout_files(
 }
 
 fn sample_runs(run: &RunDir, model: &str, s: &SampleReport) -> Option<GsoRuns> {
-    let (log, label) = crate::core::summary::sample_bench_log(run, model, s)?;
+    let (log, label) = crate::store::run_folder::sample_bench_log(run, model, s)?;
     gso_runs(&log, &label)
 }
 

@@ -1,7 +1,7 @@
 //! `summary.json`: what `--json` prints, as a file of the run folder.
 
 use super::{Exporter, Summary};
-use crate::core::results::names;
+use crate::store::run_folder::names;
 
 /// `summary.json`.
 pub struct JsonSummary;

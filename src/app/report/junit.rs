@@ -15,7 +15,8 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use super::Summary;
-use crate::core::results::{SampleReport, Status};
+use crate::core::records::SampleReport;
+use crate::core::status::Status;
 
 /// Text for XML: `&`, `<`, `>`, `"`, `'` escaped; characters XML 1.0 does not allow
 /// (control characters other than tab, newline and carriage return) written as `\u{..}`;
@@ -258,7 +259,7 @@ pub struct Junit;
 impl super::Exporter for Junit {
     fn files(&self, summary: &Summary) -> anyhow::Result<Vec<super::ReportFile>> {
         super::single(
-            crate::core::results::names::JUNIT_XML,
+            crate::store::run_folder::names::JUNIT_XML,
             junit_xml(summary).into_bytes(),
         )
     }

@@ -2,8 +2,8 @@
 
 use super::text::*;
 use super::{Exporter, Summary};
-use crate::core::results::names;
 use crate::core::text::for_markdown as md;
+use crate::store::run_folder::names;
 
 /// `summary.md`.
 pub struct SummaryMarkdown;

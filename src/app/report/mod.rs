@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::core::results::{RunDir, write_atomic};
 use crate::core::summary::Summary;
+use crate::store::run_folder::{RunDir, write_atomic};
 
 pub use json::json_summary;
 pub use junit::junit_xml;
@@ -84,9 +84,9 @@ pub fn write_all(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
             written.push(path);
         }
     }
-    let gso = run.root.join(crate::core::results::names::GSO_DIR);
+    let gso = run.root.join(crate::store::run_folder::names::GSO_DIR);
     remove_stale(
-        &run.root.join(crate::core::results::names::ROLLOUTS_DIR),
+        &run.root.join(crate::store::run_folder::names::ROLLOUTS_DIR),
         &written,
     );
     remove_stale(&gso.join("predictions"), &written);

@@ -3,11 +3,12 @@
 
 use anyhow::{Context, Result};
 
-use crate::core::results::{RunDir, SampleReport, names, write_json};
+use crate::core::records::SampleReport;
 use crate::core::rule::DecisionRule;
 use crate::core::timings::BenchLog;
+use crate::store::run_folder::{RunDir, names, write_json};
 
-pub use crate::core::results::Regrading;
+pub use crate::core::records::Regrading;
 
 /// Judges every saved sample of `run` again under `rule`, rewrites its report.json and
 /// run.json. Samples that were not measured keep their status (their verdict is "no").
@@ -78,9 +79,10 @@ pub fn regrade(run: &RunDir, rule: DecisionRule) -> Result<Regrading> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::results::{ExpectedSample, PhaseSeconds, RunInfo, Status};
+    use crate::core::records::{ExpectedSample, PhaseSeconds, RunInfo};
     use crate::core::rule::Criterion;
     use crate::core::stats::Decision;
+    use crate::core::status::Status;
     use crate::core::task::Better;
     use crate::core::timings::{BenchSetting, RunRecord, Schedule};
 
@@ -294,7 +296,7 @@ mod tests {
         );
         assert_eq!(run.load_run_info().unwrap().regradings.len(), 2);
         // The reports regenerate from the regraded folder.
-        let summary = crate::core::summary::summarise(&run).unwrap();
+        let summary = crate::store::run_folder::summarise(&run).unwrap();
         assert_eq!(summary.totals.opt_base, 1);
     }
 }

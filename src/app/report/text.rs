@@ -2,7 +2,7 @@
 //! markdown and CSV exporters share with it.
 
 use super::Summary;
-use crate::core::results::SampleReport;
+use crate::core::records::SampleReport;
 
 pub(super) fn pct(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
@@ -198,7 +198,7 @@ pub fn run_ending(summary: &Summary, run_dir: &std::path::Path, verbose: bool) -
         "page: {}\n",
         show(
             &run_dir
-                .join(crate::core::results::names::REPORT_HTML)
+                .join(crate::store::run_folder::names::REPORT_HTML)
                 .display()
                 .to_string()
         )
@@ -255,7 +255,7 @@ pub fn to_the_minute(rfc3339: &str) -> String {
         .replace('T', " ")
 }
 
-pub(crate) fn wall_time(info: &crate::core::results::RunInfo) -> Option<String> {
+pub(crate) fn wall_time(info: &crate::core::records::RunInfo) -> Option<String> {
     let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
     let secs = (parse(info.finished_at.as_deref()?)? - parse(&info.started_at)?).num_seconds();
     Some(match secs {

@@ -11,11 +11,12 @@ pub mod svg;
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use crate::core::results::{RunDir, SampleReport, names};
+use crate::core::records::SampleReport;
 use crate::core::rule::Criterion;
 use crate::core::stats::Decision;
 use crate::core::summary::Summary;
 use crate::core::timings::BenchLog;
+use crate::store::run_folder::{RunDir, names};
 
 pub use page::{Cell, Table, document, esc, headers, href};
 
@@ -88,7 +89,7 @@ impl SampleFiles {
                     .collect()
             })
             .unwrap_or_default();
-        use crate::core::results::Status;
+        use crate::core::status::Status;
         let failed_in = match s.status {
             Status::TestFailed | Status::Timeout => Some(names::TEST_OUTPUT),
             Status::BuildFailed => Some(names::BUILD_LOG),

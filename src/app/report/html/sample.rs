@@ -8,11 +8,12 @@ use std::fmt::Write;
 
 use super::page::{Cell, Table, anchor, esc, headers, href};
 use super::{SampleFiles, svg};
-use crate::core::results::{SampleReport, names};
+use crate::core::records::SampleReport;
 use crate::core::rule::{Criterion, Estimator};
 use crate::core::stats::Decision;
 use crate::core::summary::Summary;
 use crate::core::timings::{BenchLog, RunRecord};
+use crate::store::run_folder::names;
 
 pub fn detail(summary: &Summary, s: &SampleReport, files: &SampleFiles) -> String {
     let id = anchor(&[&s.instance_id, &s.sample.to_string()]);

@@ -1,0 +1,728 @@
+#!/usr/bin/env python3
+"""Runs one command of the code under test inside a task container, as root, for the harness.
+
+    HARNESS_NONCE=... python3 -I -S /opt/harness/timed_run.py plain [--witness] -- 'python3 test.py'
+    HARNESS_NONCE=... python3 -I -S /opt/harness/timed_run.py timed --out-dir /run/harness/bench \
+        [--output-limit BYTES] [--ignore REGEX]... [--metric-pattern REGEX | --metric-json-key KEY] \
+        [--output-file PATH] -- 'python3 bench.py'
+
+The command runs as the unprivileged sandbox user (see guard.py), in /testbed, with no core
+dumps, files no larger than the task's disk limit, and an OOM score that makes the kernel kill
+it before this process. This process stays root, out of its reach: the code cannot signal it,
+read its environment or change its files, so the figures and checks it prints are its own.
+Before the command: every process of the sandbox user is killed and bytecode planted beside
+protected modules is removed. While it runs, a watchdog stops it when the tree and the
+user's home grow past the task's disk limit, or (timed) its output past the output limit.
+After it: every process of the sandbox user is killed, whatever its state (nothing lingers to
+slow the next variant down, nothing writes into the next run's output), the kernel's OOM-kill
+counter is read, and the protected files are compared with the manifest taken after the
+patch was applied. One line comes last: "HARNESS_RESULT:<nonce> {json}", the nonce from this
+process's environment, which the code under test cannot read.
+
+plain (install, test): the command's stdout and stderr pass through, up to a limit; past it
+the command is killed (an output flood). With --witness (the test), Python processes the
+command starts report through a pipe whether they finished their shutdown and, under
+pytest, each test's outcome (container/programs/py/): an exit status forced at exit does not pass for
+a test run that passed.
+
+timed (bench): the clock (CLOCK_MONOTONIC, perf_counter_ns) starts just before the bench
+process is created and stops when it is reaped, so no `docker exec` latency is in the
+figure; a command without shell syntax is exec'd directly (no /bin/sh in between). Also
+reported: CPU time, context switches, the container's CPU-quota throttling during the run,
+a CPU-speed probe just before and after it, an output metric with the number of times it
+was printed, and a digest of the bench's output (stdout, or the file the task names) for
+the equivalence check: lines matching --ignore left out, the figure of an output metric
+masked. The bench's stdout and stderr go to fresh files in OUT_DIR (a tmpfs).
+"""
+import fcntl
+import json
+import os
+import re
+import select
+import shlex
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import caches  # noqa: E402
+import guard  # noqa: E402
+import output  # noqa: E402
+import simulate  # noqa: E402
+import witness as witness_mod  # noqa: E402
+
+SUPERVISOR = "/opt/harness/bin/harness-supervisor"
+# Descriptors of a sandboxed run (harness/supervisor): go, ready, result, copied output file.
+GO_FD, READY_FD, RESULT_FD, COPY_FD = 3, 4, 6, 7
+PLAIN_OUTPUT_LIMIT = 64 * 1024 * 1024
+BENCH_OUTPUT_LIMIT = 64 * 1024 * 1024
+SHELL_SYNTAX = set("|&;<>()$`\\\"'*?[]#~=%{}\n")
+# The descriptor the witness pipe has in the test's processes (container/programs/py/sitecustomize.py).
+WITNESS_FD = 5
+HARNESS_PY = "/opt/harness/py"
+WATCH_INTERVAL_S = 0.1
+CPU_STAT_FILES = (
+    "/sys/fs/cgroup/cpu.stat",  # cgroup v2
+    "/sys/fs/cgroup/cpu/cpu.stat",  # cgroup v1
+    "/sys/fs/cgroup/cpu,cpuacct/cpu.stat",
+)
+MEMORY_EVENTS = (
+    ("/sys/fs/cgroup/memory.events", "oom_kill "),  # cgroup v2
+    ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill "),  # cgroup v1
+)
+
+
+def throttled():
+    """Times the container's CPU quota throttled it so far, or None when unknown."""
+    for path in CPU_STAT_FILES:
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "nr_throttled":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def oom_kills():
+    """Processes of this container killed by the kernel's OOM killer so far, or None."""
+    for path, key in MEMORY_EVENTS:
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith(key):
+                        return int(line[len(key):])
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def cpu_probe_ms():
+    """Time of a fixed bit of CPU work (best of three): the harness compares it across runs
+    to spot runs made while the CPU ran at another speed than usual."""
+    best = None
+    for _ in range(3):
+        t = time.perf_counter_ns()
+        x = 0
+        for i in range(20000):
+            x += i * i
+        ms = (time.perf_counter_ns() - t) / 1e6
+        best = ms if best is None else min(best, ms)
+    return best
+
+
+def argv_for(command):
+    if any(c in SHELL_SYNTAX for c in command):
+        return ["/bin/sh", "-c", command]
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return ["/bin/sh", "-c", command]
+    return argv or ["/bin/sh", "-c", command]
+
+
+def image_env():
+    """The image's environment, as the supervisor handed it over (this program itself runs
+    in one of the harness's own)."""
+    text = os.environ.get("HARNESS_CHILD_ENV")
+    env = json.loads(text) if text else dict(os.environ)
+    for key in ("HARNESS_NONCE", "HARNESS_CHILD_ENV", "HARNESS_IN_SANDBOX"):
+        env.pop(key, None)
+    return env
+
+
+def child_env(cfg, extra):
+    env = image_env()
+    env.update({"HOME": cfg["home"], "USER": cfg["user"], "LOGNAME": cfg["user"]})
+    env.update(extra)
+    return env
+
+
+def witness_env(cfg):
+    """The test's environment additions: the harness's sitecustomize and pytest plugin
+    (root-owned, first on the path) and where they report."""
+    env = child_env(cfg, {})
+    path = env.get("PYTHONPATH")
+    plugins = env.get("PYTEST_PLUGINS")
+    return {
+        "PYTHONPATH": HARNESS_PY + (":" + path if path else ""),
+        "PYTEST_PLUGINS": "harness_pytest" + ("," + plugins if plugins else ""),
+        "HARNESS_WITNESS_FD": str(WITNESS_FD),
+    }
+
+
+# The launcher: a fresh, small interpreter that limits itself, drops to the sandbox user,
+# says it is ready, waits for the go and execs the command (so the timed process is the
+# command itself, its exit its own). posix_spawn cannot change the user, and exec from a
+# fork of this process costs about a millisecond more (the forked copy of this interpreter
+# is torn down inside the timed interval): the launcher starts before the clock, only its
+# exec is timed. Its OOM score makes the kernel's OOM killer take the code under test, not
+# the harness's timer, when the container runs out of memory; no core dumps (a dump would
+# land in the tree); no file larger than the disk limit. It starts as root in the harness's
+# environment and execs the command in the command's, handed over in HARNESS_EXEC_ENV.
+LAUNCHER = """
+import json, os, sys, resource
+uid, gid, fsize = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
+try:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+except OSError:
+    pass
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+if fsize > 0:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+os.setgroups([])
+os.setresgid(gid, gid, gid)
+os.setresuid(uid, uid, uid)
+os.chdir(sys.argv[3])
+null = os.open("/dev/null", os.O_RDONLY)
+os.dup2(null, 0)
+os.close(null)
+os.write(4, b"r")
+os.close(4)
+go = os.read(3, 1)
+os.close(3)
+if not go:
+    os._exit(126)
+env = json.loads(os.environ["HARNESS_EXEC_ENV"])
+try:
+    os.execve(sys.argv[5], sys.argv[6:], env)
+except OSError as e:
+    os.write(2, ("cannot start %r: %s\\n" % (sys.argv[6:], e)).encode())
+    os._exit(127)
+"""
+
+
+def resolve(program, env):
+    if "/" in program:
+        return program if program.startswith("/") else os.path.join(guard.TESTBED, program)
+    for d in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
+        full = os.path.join(d or ".", program)
+        if os.path.isfile(full) and os.access(full, os.X_OK):
+            return full
+    return program
+
+
+def high_fd(fd):
+    """The descriptor moved above every number posix_spawn's dup2 puts one on (3 to 7), so
+    that no dup2 overwrites another's source and each takes effect (a dup2 onto itself would
+    keep close-on-exec)."""
+    if fd > COPY_FD:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, COPY_FD + 1)
+    os.close(fd)
+    return moved
+
+
+def witness_pipe():
+    r, w = os.pipe()
+    return r, high_fd(w)
+
+
+class Launched:
+    """A command ready to start: its process is waiting for the go."""
+
+    def __init__(self, argv, env, cfg, stdout_fd, stderr_fd, witness_fd=None):
+        go_r, self.go_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        go_r, ready_w = high_fd(go_r), high_fd(ready_w)
+        largv = [sys.executable, "-I", "-S", "-c", LAUNCHER, str(cfg["uid"]), str(cfg["gid"]),
+                 guard.TESTBED, str(int(cfg.get("disk_limit") or 0)), resolve(argv[0], env)] + argv
+        actions = [
+            (os.POSIX_SPAWN_DUP2, stdout_fd, 1),
+            (os.POSIX_SPAWN_DUP2, stderr_fd, 2),
+            (os.POSIX_SPAWN_DUP2, go_r, 3),
+            (os.POSIX_SPAWN_DUP2, ready_w, 4),
+        ]
+        if witness_fd is not None:
+            actions.append((os.POSIX_SPAWN_DUP2, witness_fd, WITNESS_FD))
+        # The launcher starts as root: in an environment of the harness's own (the image's
+        # LD_LIBRARY_PATH could load a library from the tree into it), with the command's
+        # environment handed over for its exec, after the drop.
+        own = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HARNESS_EXEC_ENV": json.dumps(env)}
+        self.pid = os.posix_spawn(sys.executable, largv, own, file_actions=actions)
+        os.close(go_r)
+        os.close(ready_w)
+        self.ready = os.read(ready_r, 1) == b"r"
+        os.close(ready_r)
+
+    def go(self):
+        try:
+            os.write(self.go_w, b"g")
+        except OSError:
+            pass
+        os.close(self.go_w)
+
+
+def spawn(argv, env, cfg, stdout_fd, stderr_fd, witness_fd=None):
+    launched = Launched(argv, env, cfg, stdout_fd, stderr_fd, witness_fd)
+    launched.go()
+    return launched.pid
+
+
+def exit_code(status):
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+class Watchdog:
+    """Watches a running command from a thread of this (root) process.
+
+    Disk: the tree and the user's home may grow by at most the task's limit. Counting them
+    is a walk of the tree, so it is done only when the file system's free space has dropped
+    by more than what the command may still write (free space counts every writer on the
+    host: a drop is a reason to count, never a verdict). Output (timed runs): the bench's
+    stdout and stderr files may hold at most `out_limit` bytes together."""
+
+    def __init__(self, cfg, state, out_fds=(), out_limit=0):
+        self.cfg = cfg
+        self.limit = int(cfg.get("disk_limit") or 0)
+        self.base = state.get("disk_base")
+        self.used = state.get("disk_used", 0)
+        self.out_fds = out_fds
+        self.out_limit = out_limit
+        self.disk_exceeded = False
+        self.flood = False
+        self.checks = 0
+        self.killed = 0
+        self._stop = threading.Event()
+        self._free = guard.free_bytes()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _stop_user(self):
+        killed, _ = guard.kill_user(self.cfg["uid"], self.cfg["gid"])
+        self.killed += killed
+
+    def _loop(self):
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            if self.out_fds and not self.flood:
+                try:
+                    size = sum(os.fstat(fd).st_size for fd in self.out_fds)
+                except OSError:
+                    size = 0
+                if size > self.out_limit:
+                    self.flood = True
+                    self._stop_user()
+            if self.limit and self.base is not None and not self.disk_exceeded:
+                free = guard.free_bytes()
+                if free is None or self._free is None or self._free - free <= self.limit - self.used:
+                    continue
+                self.checks += 1
+                self.used = guard.disk_usage(self.cfg) - self.base
+                self._free = free
+                if self.used > self.limit:
+                    self.disk_exceeded = True
+                    self._stop_user()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+def before_run(cfg, manifest):
+    leftovers, survivors = guard.kill_user(cfg["uid"], cfg["gid"])
+    planted = guard.clear_planted_bytecode(cfg, manifest)
+    return {"leftovers_killed": leftovers, "leftover_survivors": survivors,
+            "planted_bytecode_removed": planted}, oom_kills()
+
+
+def after_run(cfg, manifest, state, oom_before, watchdog):
+    """Stops what the command left, then the checks every run ends with."""
+    lingering, survivors = guard.kill_user(cfg["uid"], cfg["gid"])
+    oom_after = oom_kills()
+    result = {
+        "lingering_killed": lingering + watchdog.killed,
+        "survivors": survivors,
+        "oom_kills": (oom_after - oom_before) if oom_before is not None and oom_after is not None else None,
+        "changes": guard.changes(cfg, manifest),
+        "disk_limit": watchdog.limit,
+        "disk_checks": watchdog.checks,
+    }
+    if watchdog.base is not None:
+        used = guard.disk_usage(cfg) - watchdog.base
+        result["disk_used"] = used
+        state["disk_used"] = max(used, 0)
+        guard.write_json_atomic(guard.STATE, state)
+        result["disk_exceeded"] = watchdog.disk_exceeded or bool(watchdog.limit and used > watchdog.limit)
+    return result
+
+
+def environment_roots(cfg):
+    """A prebuilt image's environment folders (what git ignores at base: a virtualenv)."""
+    if cfg.get("source_mtime") is not None:
+        return []
+    return [os.path.join(guard.TESTBED, p.rstrip("/")) for p in guard.image_environment() if p.endswith("/")]
+
+
+def run_plain(cfg, manifest, command, limit, with_witness):
+    state = guard.load_state()
+    if not with_witness:
+        # The install may make a prebuilt image's environment anew (GSO's `uv venv`
+        # removes .venv first): root's caches there, which the user may not remove, go
+        # first; after the install root compiles them again (caches.after_install).
+        caches.remove_root_caches(environment_roots(cfg))
+    before, oom_before = before_run(cfg, manifest)
+    argv = argv_for(command)
+    r, w = os.pipe()
+    witness = witness_mod.Witness(witness_pipe()) if with_witness else None
+    extra = witness_env(cfg) if witness else {}
+    watchdog = Watchdog(cfg, state)
+    pid = spawn(argv, child_env(cfg, extra), cfg, w, w, witness.w if witness else None)
+    os.close(w)
+    if witness:
+        witness.close_writer()
+    forwarded = 0
+    lingering = 0
+    flood = False
+    status = None
+    readers = [r] + ([witness.r] if witness else [])
+    while r in readers:
+        ready, _, _ = select.select(readers, [], [], 0.2)
+        if witness and witness.r in ready and not witness.read_some():
+            readers.remove(witness.r)
+        if r in ready:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                readers.remove(r)
+            elif not flood:
+                room = limit - forwarded
+                os.write(1, chunk[:room])
+                forwarded += min(len(chunk), room)
+                if len(chunk) > room:
+                    flood = True
+                    lingering += guard.kill_user(cfg["uid"], cfg["gid"])[0]
+        if status is None:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
+                # Whatever it left behind holds the pipe open: kill it so the pipe ends.
+                lingering += guard.kill_user(cfg["uid"], cfg["gid"])[0]
+    os.close(r)
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    watchdog.stop()
+    result = {
+        "exit_code": exit_code(status),
+        "output_bytes": forwarded,
+        "output_flood": flood,
+        "output_limit": limit,
+    }
+    result.update(before)
+    result.update(after_run(cfg, manifest, state, oom_before, watchdog))
+    result["lingering_killed"] += lingering
+    if witness:
+        result["witness"] = witness.report()
+    elif result["exit_code"] == 0 and not result["changes"] and not result.get("survivors"):
+        # The install: what every timed run starts from, with root's caches of its code.
+        result.update(caches.after_install(cfg, guard.TESTBED))
+    return result
+
+
+def run_timed(cfg, manifest, command, opts):
+    """The bench `opts["repetitions"]` times in a row, each in a sandbox made for it alone
+    (the supervisor's: fresh copy-on-write layers over every writable mount, fresh mount,
+    IPC and PID namespaces), so no repetition can see anything an earlier one left. The
+    result is the fastest repetition's (the floor: a figure the machine's noise can only
+    make slower), with every repetition's wall time, CPU time, figure and output digest
+    beside it; a bench whose output differs between repetitions is marked, since the same
+    seed must give the same answer."""
+    before, oom_before = before_run(cfg, manifest)
+    os.makedirs(opts["out_dir"], mode=0o755, exist_ok=True)
+    reps, sim_reader, seen = [], None, set()
+    for _ in range(max(1, opts["repetitions"])):
+        rep, sim_reader, seen = one_repetition(cfg, command, opts)
+        reps.append(rep)
+        if "early" in rep or rep["exit_code"] != 0 or rep["output_flood"] or rep.get("layer_full"):
+            break
+    if "early" in reps[-1]:
+        return reps[-1]["early"]
+    result = dict(min(reps, key=lambda r: r["wall_ns"]) if all(r["exit_code"] == 0 for r in reps) else reps[-1])
+    result["reps"] = [{"wall_ns": r["wall_ns"], "user_s": r["user_s"], "sys_s": r["sys_s"],
+                       "metric": r.get("metric"), "output_digest": r["output_digest"]} for r in reps]
+    result["reps_digests_differ"] = len({r["output_digest"] for r in reps}) > 1
+    result.update(before)
+    # Nothing a run did is left to check or remove: its sandbox is gone. What is reported is
+    # what it wrote while it ran (a full layer stops it, like the disk limit before).
+    oom_after = oom_kills()
+    result["oom_kills"] = (oom_after - oom_before) if None not in (oom_before, oom_after) else None
+    result["lingering_killed"] = sum(r["lingering_killed"] for r in reps)
+    result["survivors"] = 0
+    result["changes"] = {}
+    result["disk_limit"] = layer_size(cfg)
+    result["disk_used"] = max(r.get("layer_bytes", 0) for r in reps)
+    result["disk_exceeded"] = any(r.get("layer_full") for r in reps)
+    if sim_reader is not None:
+        # Every process of the run is gone: the log's writers are closed.
+        result["simulated"] = simulate.simulated_cost(sim_reader.text(), seen)
+    return result
+
+
+PINNED = "/opt/harness-build/interpreter.json"
+
+
+def pinned_program(name):
+    """A program the image's build pinned for the harness (root's, outside the tree), or None."""
+    try:
+        with open(PINNED) as f:
+            path = json.load(f).get(name)
+    except (OSError, ValueError):
+        return None
+    return path if isinstance(path, str) and path.startswith("/") else None
+
+
+MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def layer_size(cfg):
+    """What one run may write in all (tree, home, /tmp...): the task's disk limit, held in
+    memory and charged to the container's, so at most half the container's memory (a run
+    that fills it is stopped as past the disk limit, before the OOM killer would take the
+    harness's own processes)."""
+    size = int(cfg.get("disk_limit") or 0) or (1 << 30)
+    for path in MEMORY_LIMITS:
+        try:
+            with open(path) as f:
+                size = min(size, int(f.read().strip()) // 2)
+            break
+        except (OSError, ValueError):
+            continue
+    return max(size, 16 << 20)
+
+
+class HarnessError(Exception):
+    """A failure of the harness's own, not of the code under test (reported as such)."""
+
+
+class Sandboxed:
+    """A bench ready to start in a fresh sandbox (harness/supervisor: `run`): the supervisor
+    has made the sandbox and the launcher in it has dropped to the sandbox user and waits
+    for the go. The supervisor's init times the bench from the go to its end and reports."""
+
+    def __init__(self, cfg, argv, env, stdout_fd, stderr_fd, extra_fd=None, copy=None):
+        go_r, self.go_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        self.result_r, result_w = os.pipe()
+        go_r, ready_w, result_w = high_fd(go_r), high_fd(ready_w), high_fd(result_w)
+        sargv = [SUPERVISOR, "run", "--uid", str(cfg["uid"]), "--gid", str(cfg["gid"]),
+                 "--cwd", guard.TESTBED, "--fsize", str(int(cfg.get("disk_limit") or 0)),
+                 "--layer-size", str(layer_size(cfg)), "--go-fd", str(GO_FD),
+                 "--ready-fd", str(READY_FD), "--result-fd", str(RESULT_FD), "--warm"]
+        actions = [
+            (os.POSIX_SPAWN_DUP2, stdout_fd, 1),
+            (os.POSIX_SPAWN_DUP2, stderr_fd, 2),
+            (os.POSIX_SPAWN_DUP2, go_r, GO_FD),
+            (os.POSIX_SPAWN_DUP2, ready_w, READY_FD),
+            (os.POSIX_SPAWN_DUP2, result_w, RESULT_FD),
+        ]
+        if extra_fd is not None:
+            actions.append((os.POSIX_SPAWN_DUP2, extra_fd, WITNESS_FD))
+            sargv += ["--keep-fd", str(WITNESS_FD)]
+        if copy is not None:
+            # The output file is the bench's own: one the install left does not count.
+            path, fd, limit = copy
+            actions.append((os.POSIX_SPAWN_DUP2, fd, COPY_FD))
+            sargv += ["--remove", path, "--copy-out", "%s=%d" % (path, COPY_FD),
+                      "--copy-limit", str(limit)]
+        self.pid = os.posix_spawn(SUPERVISOR, sargv + ["--"] + argv, env, file_actions=actions)
+        for fd in (go_r, ready_w, result_w):
+            os.close(fd)
+        self.ready = os.read(ready_r, 1) == b"r"
+        os.close(ready_r)
+
+    def go(self):
+        try:
+            os.write(self.go_w, b"g")
+        except OSError:
+            pass
+        os.close(self.go_w)
+
+    def finish(self):
+        """The supervisor's report of the run (its figures, or {"error": why})."""
+        chunks = []
+        while True:
+            block = os.read(self.result_r, 65536)
+            if not block:
+                break
+            chunks.append(block)
+        os.close(self.result_r)
+        _, status = os.waitpid(self.pid, 0)
+        try:
+            return json.loads(b"".join(chunks).decode("utf-8", "replace"))
+        except ValueError:
+            return {"error": "the supervisor gave no report (exit %d)" % exit_code(status)}
+
+
+def one_repetition(cfg, command, opts):
+    """One timed run of the bench in its own sandbox: (its figures, the simulator's log
+    reader, the pids the simulator saw)."""
+    out_dir = opts["out_dir"]
+    argv = argv_for(command)
+    throttled_before = throttled()
+    probe_before = cpu_probe_ms()
+    out_fd = high_fd(output.fresh_file(os.path.join(out_dir, "stdout")))
+    err_fd = high_fd(output.fresh_file(os.path.join(out_dir, "stderr")))
+    copy_fd = high_fd(output.fresh_file(os.path.join(out_dir, "output_file"))) if opts["output_file"] else None
+    sim_reader, sim_w = None, None
+    if opts["simulate"]:
+        # A fixed hash seed: the same code does the same work on every run.
+        env = child_env(cfg, {"PYTHONHASHSEED": "0"})
+        valgrind = pinned_program("valgrind")
+        if valgrind is None:
+            early = {"exit_code": 0, "wall_ns": 0, "user_s": 0.0, "sys_s": 0.0, "max_rss_kb": 0,
+                     "stdout_tail": "", "stderr_tail": "", "simulated": {
+                         "unavailable": True,
+                         "error": "the simulated criterion needs valgrind in the task image "
+                                  "(the default base image has it; install it in image.setup)"}}
+            return {"early": early, "exit_code": 0}, None, set()
+        argv = simulate.command(WITNESS_FD, valgrind) + argv
+        sim_r, sim_w = os.pipe()
+        sim_w = high_fd(sim_w)
+        sim_reader = simulate.PipeReader(sim_r, simulate.SIM_LOG_LIMIT)
+    else:
+        env = child_env(cfg, {})
+    copy = (opts["output_file"], copy_fd, opts["output_limit"]) if copy_fd is not None else None
+    run = Sandboxed(cfg, argv, env, out_fd, err_fd, sim_w, copy)
+    pid_watch = None
+    if sim_w is not None:
+        os.close(sim_w)
+        pid_watch = simulate.PidWatch(cfg["uid"])
+    watchdog = Watchdog(cfg, {}, (out_fd, err_fd), opts["output_limit"])
+    run.go()
+    report = run.finish()
+    watchdog.stop()
+    seen = pid_watch.stop() if pid_watch is not None else set()
+    if "error" in report:
+        raise HarnessError("the run's sandbox failed: %s" % report["error"])
+    probe_after = cpu_probe_ms()
+    throttled_after = throttled()
+    stdout_tail, stdout_bytes = output.tail(out_fd)
+    stderr_tail, stderr_bytes = output.tail(err_fd)
+    flood = watchdog.flood or stdout_bytes + stderr_bytes > opts["output_limit"]
+    stdout_text = "" if flood else output.read_all(out_fd)
+    stderr_text = "" if flood else output.read_all(err_fd)
+    value, printed, masked = output.find_metric([stdout_text, stderr_text], opts["metric_pattern"], opts["metric_json_key"])
+    digest, lines = output.output_digest(masked, opts["ignore"])
+    os.close(out_fd)
+    os.close(err_fd)
+    if copy_fd is not None:
+        digest = output.copied_digest(copy_fd, report.get("copied", {}).get(opts["output_file"], {}))
+    fresh = report.get("fresh", {})
+    result = {
+        "start_ns": report["start_ns"],
+        "end_ns": report["end_ns"],
+        "wall_ns": report["wall_ns"],
+        "exit_code": report["exit_code"],
+        "direct_exec": argv[0] != "/bin/sh",
+        "user_s": report["user_s"],
+        "sys_s": report["sys_s"],
+        "max_rss_kb": report["max_rss_kb"],
+        "voluntary_switches": report["voluntary_switches"],
+        "involuntary_switches": report["involuntary_switches"],
+        "throttled": (throttled_after - throttled_before)
+        if throttled_before is not None and throttled_after is not None else None,
+        "cpu_probe_ms": [probe_before, probe_after],
+        "stdout_bytes": stdout_bytes,
+        "stderr_bytes": stderr_bytes,
+        "stdout_tail": stdout_tail,
+        "stderr_tail": stderr_tail,
+        "output_flood": flood,
+        "output_limit": opts["output_limit"],
+        "output_digest": digest,
+        "output_lines": lines,
+        "lingering_killed": report["lingering_killed"] + watchdog.killed,
+        "layer_bytes": fresh.get("layer_bytes", 0),
+        "layer_full": bool(fresh.get("layer_full")),
+        "sandbox_setup_ns": fresh.get("setup_ns"),
+    }
+    if opts["metric_pattern"] is not None or opts["metric_json_key"] is not None:
+        result["metric"] = {"value": value, "printed": printed}
+    return result, sim_reader, seen
+
+
+def parse_args(args):
+    """(mode, options, command) from `MODE [--key value | --flag]... -- COMMAND...`."""
+    split = args.index("--")
+    opts, rest = args[:split], args[split + 1:]
+    command = " ".join(rest) if len(rest) > 1 else (rest[0] if rest else "")
+    mode = opts[0] if opts else ""
+    named = {"--ignore": [], "--witness": False}
+    i = 1
+    while i < len(opts):
+        key = opts[i]
+        if key == "--witness":
+            named[key] = True
+            i += 1
+            continue
+        value = opts[i + 1] if i + 1 < len(opts) else ""
+        if key == "--ignore":
+            named[key].append(value)
+        else:
+            named[key] = value
+        i += 2
+    return mode, named, command
+
+
+def compile_patterns(named):
+    """The --ignore and --metric-pattern regexes, and the ones that do not compile."""
+    bad = []
+
+    def compiled(p):
+        try:
+            return re.compile(p)
+        except re.error as e:
+            bad.append("%s: %s" % (p, e))
+            return None
+
+    ignore = [c for c in (compiled(p) for p in named["--ignore"]) if c is not None]
+    metric = compiled(named["--metric-pattern"]) if "--metric-pattern" in named else None
+    return ignore, metric, bad
+
+
+def main(argv):
+    args = argv[1:]
+    if "--" not in args or not args:
+        sys.stderr.write(__doc__)
+        return 2
+    mode, named, command = parse_args(args)
+    cfg = guard.load_config()
+    if mode == "plain" and named["--witness"] and not os.environ.get("HARNESS_IN_SANDBOX"):
+        # The test runs in a sandbox of its own, like every timed run: nothing it leaves is
+        # seen by the runs after it. This program runs again inside, as root.
+        os.environ["HARNESS_IN_SANDBOX"] = "1"
+        os.execv(SUPERVISOR, [SUPERVISOR, "run", "--as-root", "--layer-size", str(layer_size(cfg)),
+                              "--", SUPERVISOR, "python", os.path.abspath(__file__)] + args)
+    manifest = guard.load_manifest()
+    if mode == "plain":
+        limit = int(named.get("--output-limit", PLAIN_OUTPUT_LIMIT))
+        result = run_plain(cfg, manifest, command, limit, named["--witness"])
+    elif mode == "timed":
+        ignore, metric, bad = compile_patterns(named)
+        opts = {
+            "out_dir": named.get("--out-dir", "/run/harness/bench"),
+            "output_limit": int(named.get("--output-limit", BENCH_OUTPUT_LIMIT)),
+            "output_file": named.get("--output-file"),
+            "ignore": ignore,
+            "metric_pattern": metric,
+            "metric_json_key": named.get("--metric-json-key"),
+            "simulate": named.get("--simulate") == "yes",
+            "repetitions": int(named.get("--repetitions", "1")),
+        }
+        try:
+            result = run_timed(cfg, manifest, command, opts)
+        except HarnessError as e:
+            result = {"harness_error": str(e)}
+        if bad:
+            result["ignore_errors"] = bad
+    else:
+        sys.stderr.write("timed_run.py: unknown mode %r\n" % mode)
+        return 2
+    guard.emit(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,123 @@
+//! The decision rule: how a verdict is reached from timings (criterion, thresholds,
+//! confidence, bootstrap), fixed once per run and recorded in run.json and every report.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::Thresholds;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Criterion {
+    /// GSO's thresholds applied to the 95% confidence interval, rounds added until decided;
+    /// undecided at the budget = inconclusive (not optimised).
+    Strict,
+    /// GSO's rule applied to means (reproduces published numbers).
+    Gso,
+    /// Each variant's cost counted once by a CPU simulator (cachegrind's instructions and
+    /// simulated cache misses, as estimated cycles) instead of a clock: the same code gives
+    /// the same number on any machine and any hour. GSO's thresholds on those costs.
+    Simulated,
+}
+
+impl std::fmt::Display for Criterion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Criterion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Criterion::Strict => "strict",
+            Criterion::Gso => "gso",
+            Criterion::Simulated => "simulated",
+        }
+    }
+}
+
+pub const CONFIDENCE: f64 = 0.95;
+pub const RESAMPLES: usize = 2000;
+
+/// How the runs of one variant and bench make the figure its speedups are taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Estimator {
+    /// The mean of the runs (GSO's, and this harness's before it measured better).
+    #[default]
+    Mean,
+    /// A low quantile of the runs (0.1 = the 10th percentile, linear between runs): the time
+    /// of a run the machine did not slow down. Noise on a shared machine only ever adds
+    /// time, in bursts; the low tail stays put while the mean moves with every burst.
+    Quantile(f64),
+}
+
+impl std::str::FromStr for Estimator {
+    type Err = String;
+
+    /// `mean`, `median`, `min`, or `pNN` (the NN-th percentile, 1 to 99).
+    fn from_str(s: &str) -> Result<Estimator, String> {
+        match s {
+            "mean" => Ok(Estimator::Mean),
+            "median" => Ok(Estimator::Quantile(0.5)),
+            "min" => Ok(Estimator::Quantile(0.0)),
+            _ => s
+                .strip_prefix('p')
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| (1..=99).contains(n))
+                .map(|n| Estimator::Quantile(f64::from(n) / 100.0))
+                .ok_or_else(|| {
+                    format!("{s:?}: use mean, median, min or pNN (a percentile, p1 to p99)")
+                }),
+        }
+    }
+}
+
+impl Estimator {
+    /// As the command line and the batch file spell it (what `from_str` reads).
+    pub fn as_flag(self) -> String {
+        match self {
+            Estimator::Mean => "mean".into(),
+            Estimator::Quantile(q) if q <= 0.0 => "min".into(),
+            Estimator::Quantile(q) if (q - 0.5).abs() < 1e-9 => "median".into(),
+            Estimator::Quantile(q) => format!("p{:.0}", q * 100.0),
+        }
+    }
+
+    pub fn describe(self) -> String {
+        match self {
+            Estimator::Mean => "mean".into(),
+            Estimator::Quantile(q) if q <= 0.0 => "minimum".into(),
+            Estimator::Quantile(q) => format!("{:.0}th percentile", q * 100.0),
+        }
+    }
+}
+
+/// The estimator strict applies: the fastest run (per container). Noise on a shared machine
+/// only ever adds time; the minimum is the figure it disturbs least (the validation script
+/// compares mean, median, low percentiles and the minimum on the same runs: the minimum gave
+/// the narrowest intervals with full coverage of known speedups).
+pub const ESTIMATOR: Estimator = Estimator::Quantile(0.0);
+
+/// How verdicts are reached; recorded in run.json and every report.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRule {
+    pub criterion: Criterion,
+    pub thresholds: Thresholds,
+    pub seed: u64,
+    pub confidence: f64,
+    pub resamples: usize,
+    /// The figure of a variant's runs under strict (gso always takes means). Runs folders
+    /// of older builds, without it, were judged on means.
+    #[serde(default)]
+    pub estimator: Estimator,
+}
+
+impl DecisionRule {
+    /// The estimator the rule's criterion applies: GSO's means under gso.
+    pub fn figure(&self) -> Estimator {
+        match self.criterion {
+            Criterion::Gso | Criterion::Simulated => Estimator::Mean,
+            Criterion::Strict => self.estimator,
+        }
+    }
+}

@@ -1,0 +1,828 @@
+//! One container of one variant: created labelled and limited, commands run in it by exec
+//! under a timeout that kills it, removed on every path.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, KillContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use futures::StreamExt;
+
+use super::calls::Repeat;
+use super::{Engine, LABEL_MANAGED, LABEL_OWNER, force_remove};
+use harness_core::task::{Resources, WORKDIR};
+
+/// A tmpfs in every container, where the in-container timer puts a bench's stdout and
+/// stderr: on the container's own file system (an overlay, FUSE on some hosts) the bench's
+/// last writes and their flush at exit cost about half a millisecond more per run (measured
+/// here), and that would be in the figure.
+pub const BENCH_OUTPUT_MOUNT: &str = "/run/harness";
+pub const BENCH_OUTPUT_DIR: &str = "/run/harness/bench";
+
+/// What a container is made with.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    pub image: String,
+    /// A readable prefix; a unique suffix is added.
+    pub name_hint: String,
+    pub labels: HashMap<String, String>,
+    pub resources: Resources,
+    /// Cores to pin the container to (`"0-1"`), when the plan assigns them.
+    pub cpuset: Option<String>,
+    /// Whole GPUs by device id.
+    pub gpu_ids: Vec<String>,
+    /// Environment variables of every process (name, value): the task's `[env] pass`. Their
+    /// values are secrets: redacted from every output an exec returns.
+    pub env: Vec<(String, String)>,
+}
+
+/// A device request as the engine recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuRequest {
+    pub driver: String,
+    pub device_ids: Vec<String>,
+    pub count: Option<i64>,
+    pub capabilities: Vec<Vec<String>>,
+}
+
+/// The result of one command run by exec.
+#[derive(Debug, Clone)]
+pub struct ExecOutcome {
+    /// `None` when the command was killed by the timeout.
+    pub exit_code: Option<i64>,
+    /// stdout and stderr as they came, the middle cut out beyond the limit.
+    pub output: String,
+    pub elapsed: Duration,
+    pub timed_out: bool,
+}
+
+impl ExecOutcome {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}
+
+/// A running container. Dropping it without [`Sandbox::remove`] still removes it, in the
+/// background.
+pub struct Sandbox {
+    engine: Engine,
+    pub id: String,
+    pub name: String,
+    removed: AtomicBool,
+    killed: AtomicBool,
+    /// `spec.env`, redacted from exec outputs.
+    secrets: Vec<(String, String)>,
+}
+
+static NAME_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn container_name(hint: &str) -> String {
+    let clean: String = hint
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(100)
+        .collect();
+    let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("harness-{clean}-{}-{n}-{nanos:08x}", std::process::id())
+}
+
+/// The environment of a root exec of a dynamic program (a shell, `cat`, `git`) once code under
+/// test has run: the image's variables that steer the loader or the shell are blanked (an
+/// image's `LD_LIBRARY_PATH` with an empty entry would load a library from the working
+/// folder, the tree), and PATH holds root's folders alone. The harness's Python programs do
+/// not need this: the static supervisor starts them in an environment of its own.
+pub const ROOT_CLEAN_ENV: &[&str] = &[
+    "LD_PRELOAD=",
+    "LD_LIBRARY_PATH=",
+    "LD_AUDIT=",
+    "GCONV_PATH=",
+    "LOCPATH=",
+    "ENV=",
+    "BASH_ENV=",
+    "HOME=/nonexistent",
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+];
+
+/// What root keeps in a task container; everything else is dropped.
+pub const ROOT_CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "SETUID",
+    "SETGID",
+    "KILL",
+    "SYS_ADMIN",
+    "SYS_CHROOT",
+    "NET_ADMIN",
+];
+
+/// The create body: limits, labels, no network, an init as PID 1.
+pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
+    let mut labels = spec.labels.clone();
+    labels.insert(LABEL_MANAGED.into(), "true".into());
+    labels.insert(LABEL_OWNER.into(), owner.into());
+    let r = &spec.resources;
+    let device_requests = (!spec.gpu_ids.is_empty()).then(|| {
+        vec![DeviceRequest {
+            driver: Some("nvidia".into()),
+            device_ids: Some(spec.gpu_ids.clone()),
+            capabilities: Some(vec![vec!["gpu".into()]]),
+            ..Default::default()
+        }]
+    });
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        // `sleep` as PID 1 ignores SIGTERM; the init (below) makes stop/kill immediate.
+        entrypoint: Some(vec!["sleep".into()]),
+        cmd: Some(vec!["infinity".into()]),
+        working_dir: Some(WORKDIR.into()),
+        user: Some(crate::protect::ROOT.into()),
+        labels: Some(labels),
+        network_disabled: Some(!r.network),
+        env: (!spec.env.is_empty())
+            .then(|| spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        tty: Some(false),
+        host_config: Some(HostConfig {
+            init: Some(true),
+            // Pinned to as many cores as it may use, a CPU quota adds nothing but the
+            // chance of being throttled; it stays for fractional shares.
+            nano_cpus: match &spec.cpuset {
+                Some(set) if r.cpus >= harness_core::cpu_plan::cpuset_len(set) as f64 => None,
+                _ => Some((r.cpus * 1e9) as i64),
+            },
+            cpuset_cpus: spec.cpuset.clone(),
+            memory: Some(r.memory_bytes),
+            // Equal to memory: no swap, so a memory hog is an OOM and not a slow bench.
+            memory_swap: Some(r.memory_bytes),
+            pids_limit: Some(r.pids),
+            network_mode: Some(if r.network { "bridge" } else { "none" }.into()),
+            privileged: Some(false),
+            // AppArmor's docker-default profile forbids mount(2), which every run's fresh
+            // sandbox needs (a host without AppArmor ignores this).
+            security_opt: Some(vec![
+                "no-new-privileges".into(),
+                "apparmor=unconfined".into(),
+            ]),
+            // Root in the container keeps only what the harness's own steps need (locking
+            // the tree, dropping to the sandbox user, killing its leftovers, and making each
+            // run's sandbox: new namespaces and mounts, SYS_ADMIN; entering them, SYS_CHROOT;
+            // its own loopback up, NET_ADMIN);
+            // the code under test runs as that user, with no capabilities at all and
+            // no_new_privs, so it never holds any of these.
+            cap_drop: Some(vec!["ALL".into()]),
+            cap_add: Some(ROOT_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
+            device_requests,
+            // Every place the code under test may write besides the tree and its home is a
+            // tmpfs of bounded size, charged to the container's memory: nothing it does
+            // fills the host's disk (the tree and the home are bounded by the in-container
+            // watchdog, see container/programs/timed_run.py).
+            tmpfs: Some(tmpfs_mounts(r)),
+            shm_size: Some(r.tmp_tmpfs().min(64 << 20)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The tmpfs mounts of a task container: the bench's output (root-owned, not writable by
+/// the sandbox user: the timer's files there are reachable only through the descriptors it
+/// hands the bench), /tmp and /var/tmp.
+pub fn tmpfs_mounts(r: &Resources) -> HashMap<String, String> {
+    HashMap::from([
+        (
+            BENCH_OUTPUT_MOUNT.to_string(),
+            format!("rw,noexec,nosuid,mode=0755,size={}", r.bench_output_tmpfs()),
+        ),
+        (
+            "/tmp".to_string(),
+            format!("rw,nosuid,nodev,mode=1777,size={}", r.tmp_tmpfs()),
+        ),
+        (
+            "/var/tmp".to_string(),
+            format!("rw,nosuid,nodev,mode=1777,size={}", r.tmp_tmpfs() / 2),
+        ),
+    ])
+}
+
+/// Creates the container named in `opts`. When a try whose answer was lost did create it,
+/// the container of that name is taken, provided this process made it.
+async fn create_named(
+    engine: &Engine,
+    opts: bollard::query_parameters::CreateContainerOptions,
+    body: bollard::models::ContainerCreateBody,
+) -> std::result::Result<String, bollard::errors::Error> {
+    let name = opts.name.clone().unwrap_or_default();
+    let (opts, body) = (&opts, &body);
+    let mut lost_answer = false;
+    let mut attempt = 1;
+    loop {
+        let result = engine
+            .gate
+            .call(
+                &engine.api,
+                "create container",
+                Repeat::OnlyIfNotSent,
+                |api: bollard::Docker| async move {
+                    api.create_container(Some(opts.clone()), body.clone()).await
+                },
+            )
+            .await;
+        match result {
+            Ok(created) => return Ok(created.id),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) if lost_answer && !name.is_empty() => {
+                let inspected = engine.api.inspect_container(&name, None).await?;
+                let ours = inspected
+                    .config
+                    .as_ref()
+                    .and_then(|c| c.labels.as_ref())
+                    .and_then(|l| l.get(super::LABEL_OWNER))
+                    .is_some_and(|o| o == engine.owner());
+                match inspected.id {
+                    Some(id) if ours => return Ok(id),
+                    _ => {
+                        return Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 409,
+                            message: format!("container name {name} is taken by another"),
+                        });
+                    }
+                }
+            }
+            Err(e)
+                if attempt < super::calls::ATTEMPTS
+                    && super::calls::classify(&e) == Some(super::calls::Transient::MaybeSent) =>
+            {
+                lost_answer = true;
+                engine
+                    .gate
+                    .wait_before_retry("create container", &e, attempt)
+                    .await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Sandbox {
+    async fn inspect(
+        &self,
+    ) -> std::result::Result<bollard::models::ContainerInspectResponse, bollard::errors::Error>
+    {
+        self.engine
+            .gate
+            .call(
+                &self.engine.api,
+                "inspect container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move { api.inspect_container(&self.id, None).await },
+            )
+            .await
+    }
+
+    async fn inspect_exec(
+        &self,
+        exec_id: &str,
+    ) -> std::result::Result<bollard::models::ExecInspectResponse, bollard::errors::Error> {
+        self.engine
+            .gate
+            .call(
+                &self.engine.api,
+                "inspect exec",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move { api.inspect_exec(exec_id).await },
+            )
+            .await
+    }
+
+    /// Starts an exec, attached. Starting twice would run the command twice, so a try whose
+    /// answer was lost is repeated only when the engine says the exec never started.
+    async fn start_exec_once(&self, exec_id: &str) -> Result<StartExecResults> {
+        let options = StartExecOptions {
+            detach: false,
+            tty: false,
+            output_capacity: None,
+        };
+        let options = &options;
+        let mut attempt = 1;
+        loop {
+            let result =
+                self.engine
+                    .gate
+                    .call(
+                        &self.engine.api,
+                        "start exec",
+                        Repeat::OnlyIfNotSent,
+                        |api: bollard::Docker| async move {
+                            api.start_exec(exec_id, Some(*options)).await
+                        },
+                    )
+                    .await;
+            match result {
+                Ok(started) => return Ok(started),
+                Err(e)
+                    if attempt < super::calls::ATTEMPTS
+                        && super::calls::classify(&e)
+                            == Some(super::calls::Transient::MaybeSent) =>
+                {
+                    let info = self
+                        .inspect_exec(exec_id)
+                        .await
+                        .context("cannot tell whether a lost exec start ran")?;
+                    let never_started = info.running != Some(true)
+                        && info.exit_code.is_none()
+                        && info.pid.unwrap_or(0) == 0;
+                    if !never_started {
+                        return Err(anyhow::Error::from(e).context(
+                            "the answer to an exec start was lost after the command had started",
+                        ));
+                    }
+                    self.engine
+                        .gate
+                        .wait_before_retry("start exec", &e, attempt)
+                        .await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(anyhow::Error::from(e).context("cannot start exec")),
+            }
+        }
+    }
+
+    /// Creates a container without starting it; removed like a started one.
+    pub async fn create(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
+        let name = container_name(&spec.name_hint);
+        let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+        let body = create_body(spec, engine.owner());
+        let id = create_named(engine, opts, body)
+            .await
+            .with_context(|| format!("cannot create a container from {}", spec.image))?;
+        engine.track(&id);
+        Ok(Sandbox {
+            engine: engine.clone(),
+            id,
+            name,
+            removed: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            secrets: spec.env.clone(),
+        })
+    }
+
+    /// The device requests the engine recorded for this container, as its inspect data
+    /// holds them.
+    pub async fn device_requests(&self) -> Result<Vec<GpuRequest>> {
+        let inspected = self
+            .inspect()
+            .await
+            .with_context(|| format!("cannot inspect container {}", self.name))?;
+        Ok(inspected
+            .host_config
+            .and_then(|h| h.device_requests)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| GpuRequest {
+                driver: d.driver.unwrap_or_default(),
+                device_ids: d.device_ids.unwrap_or_default(),
+                count: d.count,
+                capabilities: d.capabilities.unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Creates and starts a container. On any failure nothing is left behind.
+    pub async fn start(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
+        let sandbox = Sandbox::create(engine, spec).await?;
+        let id = &sandbox.id;
+        let started = engine
+            .gate
+            .call(
+                &engine.api,
+                "start container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    match api.start_container(id, None).await {
+                        // Started already by a try whose answer was lost.
+                        Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 304,
+                            ..
+                        }) => Ok(()),
+                        other => other,
+                    }
+                },
+            )
+            .await;
+        if let Err(e) = started {
+            let _ = sandbox.remove().await;
+            return Err(e).with_context(|| format!("cannot start a container from {}", spec.image));
+        }
+        Ok(sandbox)
+    }
+
+    /// Copies files (path relative to `dir`, bytes, mode) into the container.
+    pub async fn upload(&self, dir: &str, files: &[(&str, &[u8], u32)]) -> Result<()> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, data, mode) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(*mode);
+            header.set_mtime(0);
+            header.set_entry_type(tar::EntryType::Regular);
+            builder
+                .append_data(&mut header, path, *data)
+                .with_context(|| format!("cannot pack {path}"))?;
+        }
+        let bytes = builder.into_inner().context("cannot pack files")?;
+        let opts = &UploadToContainerOptionsBuilder::default().path(dir).build();
+        let bytes = &bytes;
+        self.engine
+            .gate
+            .call(
+                &self.engine.api,
+                "copy into container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    api.upload_to_container(
+                        &self.id,
+                        Some(opts.clone()),
+                        bollard::body_full(bytes.clone().into()),
+                    )
+                    .await
+                },
+            )
+            .await
+            .with_context(|| format!("cannot copy files into container {}", self.name))
+    }
+
+    /// Runs `argv` as root in the container's work dir; see [`Sandbox::exec_as`].
+    pub async fn exec(
+        &self,
+        argv: &[String],
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
+        self.exec_as(argv, crate::protect::ROOT, &[], timeout, output_limit)
+            .await
+    }
+
+    /// Runs `argv` as `user` ("uid:gid") with extra `env` ("K=V") in the container's work
+    /// dir. Past `timeout` the whole container is killed (the only sure way to stop
+    /// everything the command started) and the outcome says so.
+    pub async fn exec_as(
+        &self,
+        argv: &[String],
+        user: &str,
+        env: &[String],
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
+        if self.killed.load(Ordering::SeqCst) {
+            bail!("container {} was already killed", self.name);
+        }
+        let started = Instant::now();
+        let exec_options = CreateExecOptions {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            cmd: Some(argv.to_vec()),
+            user: Some(user.to_string()),
+            env: (!env.is_empty()).then(|| env.to_vec()),
+            working_dir: Some(WORKDIR.to_string()),
+            ..Default::default()
+        };
+        let exec_options = &exec_options;
+        // An exec made twice is harmless: one that is never started does nothing.
+        let created = self
+            .engine
+            .gate
+            .call(
+                &self.engine.api,
+                "create exec",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    api.create_exec(&self.id, exec_options.clone()).await
+                },
+            )
+            .await
+            .with_context(|| format!("cannot exec in container {}", self.name))?;
+        let mut output = BoundedOutput::new(output_limit);
+        let run = async {
+            let started_exec = self.start_exec_once(&created.id).await?;
+            if let StartExecResults::Attached {
+                output: mut stream, ..
+            } = started_exec
+            {
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(msg) => output.push(&msg.into_bytes()),
+                        Err(e) => return Err(anyhow::Error::from(e).context("exec output stream")),
+                    }
+                }
+            }
+            // The stream ends when the process closes its output; the exit code may lag.
+            loop {
+                let info = self
+                    .inspect_exec(&created.id)
+                    .await
+                    .context("cannot inspect exec")?;
+                if info.running != Some(true) {
+                    return Ok(info.exit_code);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        match tokio::time::timeout(timeout, run).await {
+            Ok(Ok(code)) => Ok(ExecOutcome {
+                exit_code: code,
+                output: harness_core::secrets::redact(&output.finish(), &self.secrets),
+                elapsed: started.elapsed(),
+                timed_out: false,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                self.kill().await;
+                Ok(ExecOutcome {
+                    exit_code: None,
+                    output: harness_core::secrets::redact(&output.finish(), &self.secrets),
+                    elapsed: started.elapsed(),
+                    timed_out: true,
+                })
+            }
+        }
+    }
+
+    /// A shell command line, run by `/bin/sh -c`.
+    pub async fn sh(
+        &self,
+        command: &str,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
+        self.exec(
+            &["/bin/sh".to_string(), "-c".to_string(), command.to_string()],
+            timeout,
+            output_limit,
+        )
+        .await
+    }
+
+    /// A shell command line run by root after code under test has run in the container:
+    /// `/bin/sh -c` with an environment of root's own (see [`ROOT_CLEAN_ENV`]).
+    pub async fn sh_clean(
+        &self,
+        command: &str,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
+        let env: Vec<String> = ROOT_CLEAN_ENV.iter().map(|e| e.to_string()).collect();
+        self.exec_as(
+            &["/bin/sh".to_string(), "-c".to_string(), command.to_string()],
+            crate::protect::ROOT,
+            &env,
+            timeout,
+            output_limit,
+        )
+        .await
+    }
+
+    /// Processes of this container the kernel's OOM killer has killed so far (its memory
+    /// cgroup's count), read by a fresh exec: None when it cannot be read.
+    pub async fn oom_kill_count(&self) -> Option<u64> {
+        let env: Vec<String> = ROOT_CLEAN_ENV.iter().map(|e| e.to_string()).collect();
+        let out = self
+            .exec_as(
+                &[
+                    "/bin/cat".into(),
+                    "/sys/fs/cgroup/memory.events".into(),
+                    "/sys/fs/cgroup/memory/memory.oom_control".into(),
+                ],
+                crate::protect::ROOT,
+                &env,
+                Duration::from_secs(20),
+                64 * 1024,
+            )
+            .await
+            .ok()?;
+        out.output.lines().find_map(|l| {
+            l.strip_prefix("oom_kill ")
+                .and_then(|n| n.trim().parse().ok())
+        })
+    }
+
+    /// Whether Docker saw the container itself die of OOM.
+    pub async fn oom_killed(&self) -> bool {
+        self.inspect()
+            .await
+            .ok()
+            .and_then(|i| i.state)
+            .and_then(|s| s.oom_killed)
+            .unwrap_or(false)
+    }
+
+    /// Whether the container still runs (false when it was killed or removed from
+    /// outside, or the daemon lost it).
+    pub async fn is_running(&self) -> bool {
+        self.inspect()
+            .await
+            .ok()
+            .and_then(|i| i.state)
+            .and_then(|s| s.running)
+            .unwrap_or(false)
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
+    }
+
+    pub async fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+        let opts = &KillContainerOptionsBuilder::default()
+            .signal("SIGKILL")
+            .build();
+        let _ = self
+            .engine
+            .gate
+            .call(
+                &self.engine.api,
+                "kill container",
+                Repeat::Harmless,
+                |api: bollard::Docker| async move {
+                    api.kill_container(&self.id, Some(opts.clone())).await
+                },
+            )
+            .await;
+    }
+
+    pub async fn remove(&self) -> Result<()> {
+        if self.removed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let result = force_remove(&self.engine, &self.id).await;
+        if result.is_ok() {
+            self.engine.untrack(&self.id);
+        }
+        result
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.removed.load(Ordering::SeqCst) {
+            return;
+        }
+        let engine = self.engine.clone();
+        let id = self.id.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if force_remove(&engine, &id).await.is_ok() {
+                    engine.untrack(&id);
+                }
+            });
+        }
+    }
+}
+
+/// Keeps the first and last halves of a limit; counts what was cut from the middle.
+struct BoundedOutput {
+    limit: usize,
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    cut: usize,
+}
+
+impl BoundedOutput {
+    fn new(limit: usize) -> Self {
+        BoundedOutput {
+            limit: limit.max(2),
+            head: Vec::new(),
+            tail: std::collections::VecDeque::new(),
+            cut: 0,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let half = self.limit / 2;
+        let mut rest = bytes;
+        if self.head.len() < half {
+            let take = (half - self.head.len()).min(rest.len());
+            self.head.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+        }
+        self.tail.extend(rest);
+        while self.tail.len() > self.limit - half {
+            let over = self.tail.len() - (self.limit - half);
+            self.tail.drain(..over);
+            self.cut += over;
+        }
+    }
+
+    fn finish(self) -> String {
+        let mut s = String::from_utf8_lossy(&self.head).into_owned();
+        if self.cut > 0 {
+            s.push_str(&format!("\n[... {} bytes of output cut ...]\n", self.cut));
+        }
+        let tail: Vec<u8> = self.tail.into_iter().collect();
+        s.push_str(&String::from_utf8_lossy(&tail));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_output_keeps_head_and_tail() {
+        let mut b = BoundedOutput::new(10);
+        b.push(b"0123456789abcdefghij");
+        let s = b.finish();
+        assert!(s.starts_with("01234"));
+        assert!(s.ends_with("fghij"));
+        assert!(s.contains("10 bytes of output cut"));
+        let mut b = BoundedOutput::new(100);
+        b.push(b"short");
+        assert_eq!(b.finish(), "short");
+    }
+
+    #[test]
+    fn create_body_limits_and_labels() {
+        let spec = SandboxSpec {
+            image: "img".into(),
+            name_hint: "x".into(),
+            labels: HashMap::new(),
+            resources: Resources {
+                cpus: 1.5,
+                memory_bytes: 512 << 20,
+                pids: 256,
+                network: false,
+                gpus: 1,
+                disk_bytes: 1 << 30,
+            },
+            cpuset: Some("1-2".into()),
+            gpu_ids: vec!["0".into()],
+            env: vec![("HF_TOKEN".into(), "hf_secret".into())],
+        };
+        let mut one_core = spec.clone();
+        one_core.cpuset = Some("1".into());
+        let hc1 = create_body(&one_core, "owner").host_config.unwrap();
+        assert_eq!(
+            hc1.nano_cpus, None,
+            "pinned to fewer cores than its share: no quota"
+        );
+        let body = create_body(&spec, "owner");
+        assert_eq!(body.env, Some(vec!["HF_TOKEN=hf_secret".to_string()]));
+        let hc = body.host_config.unwrap();
+        assert_eq!(
+            hc.nano_cpus,
+            Some(1_500_000_000),
+            "1.5 cpus on 2 cores keeps the quota"
+        );
+        assert_eq!(hc.memory, Some(512 << 20));
+        assert_eq!(hc.memory_swap, Some(512 << 20));
+        assert_eq!(hc.pids_limit, Some(256));
+        assert_eq!(hc.network_mode.as_deref(), Some("none"));
+        assert_eq!(hc.cpuset_cpus.as_deref(), Some("1-2"));
+        assert_eq!(hc.privileged, Some(false));
+        assert_eq!(hc.init, Some(true));
+        assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
+        let caps = hc.cap_add.unwrap();
+        assert!(!caps.iter().any(|c| c == "SYS_PTRACE" || c == "SYS_MODULE"));
+        assert!(caps.iter().any(|c| c == "SYS_ADMIN"), "{caps:?}");
+        assert_eq!(body.user.as_deref(), Some("0:0"));
+        let tmpfs = hc.tmpfs.unwrap();
+        assert_eq!(
+            tmpfs[BENCH_OUTPUT_MOUNT],
+            format!(
+                "rw,noexec,nosuid,mode=0755,size={}",
+                (2 * (64u64 << 20)) + (4 << 20)
+            )
+        );
+        // The writable places besides the tree and home are bounded memory file systems.
+        assert_eq!(
+            tmpfs["/tmp"],
+            format!("rw,nosuid,nodev,mode=1777,size={}", 128u64 << 20)
+        );
+        assert!(tmpfs["/var/tmp"].contains("size="));
+        assert_eq!(hc.shm_size, Some(64 << 20));
+        let dr = &hc.device_requests.unwrap()[0];
+        assert_eq!(dr.driver.as_deref(), Some("nvidia"));
+        assert_eq!(dr.device_ids.as_deref(), Some(&["0".to_string()][..]));
+        assert_eq!(dr.capabilities, Some(vec![vec!["gpu".to_string()]]));
+        assert_eq!(body.network_disabled, Some(true));
+        assert_eq!(body.labels.unwrap()[LABEL_MANAGED], "true");
+    }
+}
