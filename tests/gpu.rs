@@ -10,7 +10,8 @@ use common::standin::{Nvml, R, UUID0, UUID1, device, script, standin};
 use common::*;
 use harness::core::task::Resources;
 use harness::sandbox::docker::Engine;
-use harness::sandbox::docker::container::{GpuRequest, Sandbox, SandboxSpec};
+use harness::sandbox::docker::container::Sandbox;
+use harness::sandbox::docker::spec::{GpuRequest, SandboxSpec};
 
 #[tokio::test]
 async fn containers_carry_a_device_request_with_exactly_the_assigned_ids() {

@@ -30,7 +30,7 @@ pub fn json_output(
     ci: &CiOptions,
     invocation: Option<serde_json::Value>,
 ) -> Result<serde_json::Value> {
-    let mut json = crate::app::report::json_summary(summary);
+    let mut json = crate::app::export::json_summary(summary);
     if let serde_json::Value::Object(m) = &mut json {
         if !ci.fail_under.is_empty() {
             m.insert("fail_under".into(), serde_json::to_value(judged)?);
@@ -67,14 +67,14 @@ impl CiOptions {
         if let Some(path) = &self.junit {
             crate::store::run_folder::write_atomic(
                 path,
-                crate::app::report::junit_xml(summary).as_bytes(),
+                crate::app::export::junit_xml(summary).as_bytes(),
             )
             .with_context(|| format!("--junit {}", path.display()))?;
             eprintln!("wrote {}", path.display());
         }
         let judged = judge(summary, gates);
         if let Some(path) = &self.markdown {
-            let mut text = crate::app::report::summary_markdown(summary);
+            let mut text = crate::app::export::summary_markdown(summary);
             if !judged.is_empty() {
                 text.push_str("\n## Thresholds\n\n");
                 for line in describe(&judged).lines() {

@@ -362,8 +362,9 @@ async fn base_image_check(engine: &Engine) -> Check {
 /// makes task containers, runs the supervisor once.
 async fn sandbox_check(engine: &Engine) -> Check {
     use crate::sandbox::assets::{ASSETS, SUPERVISOR};
-    use crate::sandbox::docker::container::{Sandbox, SandboxSpec};
+    use crate::sandbox::docker::container::Sandbox;
     use crate::sandbox::docker::image::local_image_id;
+    use crate::sandbox::docker::spec::SandboxSpec;
     if !matches!(
         local_image_id(engine, DEFAULT_BASE_IMAGE).await,
         Ok(Some(_))

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::status::RunStatus;
+use super::run_state::RunStatus;
 use crate::store::run_folder::RunDir;
 
 /// Where each part of one fanned-out run stands.
@@ -116,7 +116,7 @@ pub fn partition_folders(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             out.push(d.clone());
             continue;
         }
-        let parts: Vec<PathBuf> = super::status::run_folders(d)
+        let parts: Vec<PathBuf> = super::run_state::run_folders(d)
             .unwrap_or_default()
             .into_iter()
             .filter(|p| {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::app::report::html::{Cell, Table, document, esc, href};
+use crate::app::export::html::{Cell, Table, document, esc, href};
 use crate::store::run_folder::{RunDir, names};
 
 struct Run {
@@ -101,7 +101,7 @@ fn runs_table(results: &Path, runs: &[Run]) -> Table {
                 _ => "-".into(),
             };
             vec![
-                Cell::text(&crate::app::report::to_the_minute(&l.started_at)),
+                Cell::text(&crate::app::export::to_the_minute(&l.started_at)),
                 Cell::html(format!(
                     "<a href=\"{}\">{}</a>",
                     href(&format!("{}/{}", rel(&r.dir), names::REPORT_HTML)),

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-use crate::app::report;
+use crate::app::export;
 use crate::core::fingerprint::Fingerprint;
 use crate::core::records::{MergedPart, RunInfo};
 use crate::core::summary::Summary;
@@ -590,7 +590,7 @@ pub fn command(
     } else {
         use crate::core::events::Verbosity;
         let verbose = verbosity == Verbosity::Verbose;
-        crate::out!("{}", report::run_ending(summary, out, verbose));
+        crate::out!("{}", export::run_ending(summary, out, verbose));
         for f in merged
             .report_files
             .iter()
@@ -666,7 +666,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command: Vec<String>) -> Result<Merge
     if !mixed.is_empty() {
         bail!("the merged run would mix machines: {}", mixed.join(", "));
     }
-    report::write_all(&staged, &summary)?;
+    export::write_all(&staged, &summary)?;
 
     // The temporary folder is private (0700); a run folder is for sharing.
     use std::os::unix::fs::PermissionsExt;
@@ -710,7 +710,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command: Vec<String>) -> Result<Merge
     let run = RunDir {
         root: out.to_path_buf(),
     };
-    let report_files = report::report_paths(&run, &summary)?;
+    let report_files = export::report_paths(&run, &summary)?;
     Ok(Merged {
         run,
         summary,

@@ -3,6 +3,7 @@
 
 mod args;
 mod hints;
+mod options;
 mod settings_args;
 
 pub use args::*;
@@ -101,94 +102,16 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             let plan = opt_at_k_plan(&a, verbosity)?;
             opt_at_k::command(plan, &a.ci.options()).await
         }
-        Command::Run(a) => {
-            batch::command(batch::BatchOptions {
-                config: a.config,
-                results_dir: a.results_dir,
-                json: a.json,
-                fail_under: a.fail_under,
-                gpu: a.gpu.options(),
-                disk_check: a.disk.disk_check.into(),
-                verbosity,
-            })
-            .await
-        }
-        Command::Build(a) => {
-            build::command(
-                build::BuildOptions {
-                    dataset: a.dataset,
-                    instance_ids: a.instance_ids,
-                    force: a.force,
-                    jobs: a.jobs,
-                    results_dir: a.results_dir,
-                    json: a.json,
-                },
-                verbosity,
-            )
-            .await
-        }
-        Command::Report(a) => report::command::command(report::command::ReportOptions {
-            run_dir: a.run_dir,
-            json: a.json,
-            allow_mixed_machines: a.allow_mixed_machines,
-            regrade: report::command::RuleOverrides {
-                criterion: a.criterion.map(Into::into),
-                min_speedup: a.min_speedup,
-                opt_thresh: a.opt_thresh,
-                seed: a.seed,
-                estimator: a.estimator,
-            },
-            hacked_ids: a.hacked_ids,
-            ci: a.ci.options(),
-            verbosity,
-        }),
-        Command::Local(a) => {
-            local::command(
-                local::LocalOptions {
-                    commit: a.commit,
-                    patch: a.patch,
-                    predictions: a.predictions,
-                    agent: a.agent,
-                    agents: a.agents,
-                    dataset: a.dataset,
-                    results_dir: a.results_dir,
-                    settings: a.settings.into(),
-                    gpu: a.gpu.options(),
-                    disk_check: a.disk.disk_check.into(),
-                    json: a.json,
-                },
-                verbosity,
-            )
-            .await
-        }
+        Command::Run(a) => batch::command(a.options(verbosity)).await,
+        Command::Build(a) => build::command(a.options(), verbosity).await,
+        Command::Report(a) => report::command(a.options(verbosity)),
+        Command::Local(a) => local::command(a.options(), verbosity).await,
         Command::Tasks(TasksArgs {
             action: Some(TasksCommand::ImportGso(a)),
             ..
-        }) => crate::app::import_gso::command(crate::app::import_gso::ImportOptions {
-            rows: a.rows,
-            out: a.out,
-            image_prefix: a.image_prefix,
-            network: !a.no_network,
-            cpus: a.cpus,
-            memory: a.memory,
-        }),
+        }) => import_gso::command(a.options()),
         Command::Tasks(a) => tasks::command(&a.dataset, &a.results_dir, a.json),
-        Command::Agent(AgentCommand::Run(a)) => {
-            agent::command(
-                agent::AgentRunOptions {
-                    agent: a.agent,
-                    agents: a.agents,
-                    dataset: a.dataset,
-                    instance_ids: a.instance_ids,
-                    samples: a.samples,
-                    results_dir: a.results_dir,
-                    out: a.out,
-                    json: a.json,
-                },
-                verbosity,
-            )
-            .await
-        }
+        Command::Agent(AgentCommand::Run(a)) => agent::command(a.options(), verbosity).await,
         Command::Completions(a) => {
             let mut command = hints::command();
             let mut script = Vec::new();
@@ -204,80 +127,45 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
             crate::outln!("wrote the manual pages into {}", a.out.display());
             Ok(0)
         }
-        Command::View(a) => {
-            view::command(view::ViewOptions {
-                run_dir: a.run_dir,
-                results_dir: a.results_dir,
-                serve: a.serve,
-                bind: a.bind,
-                port: a.port,
-            })
-            .await
-        }
+        Command::View(a) => view::command(a.options()).await,
         Command::Status(a) if a.run_dirs.is_empty() => status::list(&a.results_dir, a.json),
         Command::Status(a) => status::command(&a.run_dirs, a.json),
         Command::Slurm(SlurmCommand::Submit(a)) => slurm_submit(a),
-        Command::K8s(K8sCommand::Manifest(a)) => {
-            let o = forwarded_opt_at_k(&a.opt_at_k, "k8s manifest")?;
-            crate::app::k8s::command(crate::app::k8s::ManifestOptions {
-                parts: a.parts,
-                name: a.name,
-                image: a.image,
-                claim: a.claim,
-                gpus_per_pod: a.gpus_per_pod,
-                docker: a.docker,
-                namespace: a.namespace,
-                opt_at_k_args: a.opt_at_k,
-                model: o.model,
-                k: o.k,
-            })
-        }
-        Command::Compare(a) => compare::command(compare::CompareOptions {
-            run_dirs: a.run_dirs,
-            html: a.html,
-            json: a.json,
-            allow_mixed: a.allow_mixed,
-            between_run_sd: a.between_run_sd,
-            quiet: verbosity == Verbosity::Quiet,
-        }),
+        Command::K8s(K8sCommand::Manifest(a)) => k8s_manifest(a),
+        Command::Compare(a) => compare::command(a.options(verbosity)),
         Command::Merge(a) => {
             merge::command(&a.run_dirs, &a.out, a.json, verbosity, &a.ci.options())
         }
         Command::Doctor(a) => {
-            doctor::command(
-                doctor::DoctorOptions {
-                    nvml_lib: a.nvml_lib,
-                    require_gpu: a.require_gpu,
-                },
-                a.json,
-            )
-            .await
-        }
-        Command::Gpu(GpuCommand::Probe(a)) => {
-            gpu_probe::command(gpu_probe::ProbeOptions {
-                command: a.command,
-                interval: std::time::Duration::from_millis(a.interval_ms),
-                gpus: (!a.gpus.is_empty()).then_some(a.gpus),
+            let o = doctor::DoctorOptions {
                 nvml_lib: a.nvml_lib,
-                out: a.out,
-                json: a.json,
-                quiet: verbosity == Verbosity::Quiet,
-            })
-            .await
+                require_gpu: a.require_gpu,
+            };
+            doctor::command(o, a.json).await
         }
+        Command::Gpu(GpuCommand::Probe(a)) => gpu_probe::command(a.options(verbosity)).await,
         Command::Images(ImagesCommand::Gc(a)) => {
-            images::command(
-                images::GcOptions {
-                    dataset: a.dataset,
-                    cache_dir: a.results_dir.join(".cache"),
-                    dry_run: a.dry_run,
-                    all_tasks: a.all_tasks,
-                },
-                a.json,
-            )
-            .await
+            let json = a.json;
+            images::command(a.options(), json).await
         }
     }
+}
+
+/// `harness k8s manifest`: the Indexed Job of a fanned-out run.
+fn k8s_manifest(a: K8sManifestArgs) -> Result<i32> {
+    let o = forwarded_opt_at_k(&a.opt_at_k, "k8s manifest")?;
+    crate::app::k8s::command(crate::app::k8s::ManifestOptions {
+        parts: a.parts,
+        name: a.name,
+        image: a.image,
+        claim: a.claim,
+        gpus_per_pod: a.gpus_per_pod,
+        docker: a.docker,
+        namespace: a.namespace,
+        opt_at_k_args: a.opt_at_k,
+        model: o.model,
+        k: o.k,
+    })
 }
 
 /// The plan of an `opt-at-k` run from its arguments.

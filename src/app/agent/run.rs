@@ -10,7 +10,8 @@ use anyhow::{Context, Result, bail};
 use super::secrets::{redact, secret_in, secrets};
 use super::{Agent, AgentRun, prompt};
 use crate::core::task::Task;
-use crate::sandbox::docker::container::{ExecOutcome, Sandbox, SandboxSpec};
+use crate::sandbox::docker::container::{ExecOutcome, Sandbox};
+use crate::sandbox::docker::spec::SandboxSpec;
 use crate::sandbox::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
 
 /// Runs `agent` once on `task` in a fresh container of `image`; the log goes (redacted) to

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::BatchReport;
-use crate::app::report::html::{Cell, Table, document, esc, headers, href};
+use crate::app::export::html::{Cell, Table, document, esc, headers, href};
 use crate::store::run_folder::names;
 
 pub fn page(report: &BatchReport, batch_dir: &Path) -> String {

@@ -94,7 +94,7 @@ fn footer(report: &BatchReport) -> String {
 pub fn terminal_table(report: &BatchReport) -> String {
     let (header, rows) = table(report);
     let cells: Vec<&[String]> = rows.iter().map(Vec::as_slice).collect();
-    let mut out = crate::app::report::columns(&header, &cells);
+    let mut out = crate::app::export::columns(&header, &cells);
     out.push('\n');
     out.push_str(&crate::core::text::for_terminal(&footer(report)));
     out.push('\n');

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use super::Comparison;
-use crate::app::report::html::svg;
-use crate::app::report::html::{Cell, Table, document, esc, headers};
+use crate::app::export::html::svg;
+use crate::app::export::html::{Cell, Table, document, esc, headers};
 use crate::core::compare::Winner;
 
 pub fn page(c: &Comparison) -> String {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use futures::StreamExt;
 
+use crate::app::export;
 use crate::app::plan::RunPlan;
-use crate::app::report;
 use crate::core::events::Event;
 use crate::core::fingerprint::Fingerprint;
 use crate::core::task::Task;
@@ -276,7 +276,7 @@ pub(super) async fn build_image(
 /// Rewrites every report from what the run folder holds now.
 pub(super) fn refresh_reports(run_dir: &RunDir, events: &Events) {
     if let Err(e) =
-        crate::store::run_folder::summarise(run_dir).and_then(|s| report::write_all(run_dir, &s))
+        crate::store::run_folder::summarise(run_dir).and_then(|s| export::write_all(run_dir, &s))
     {
         emit(
             events,

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use tokio::sync::mpsc;
 
+use crate::app::export;
 use crate::app::plan::RunPlan;
-use crate::app::report;
 use crate::app::reporter::spawn_reporter;
 use crate::core::events::Event;
 use crate::core::summary::Summary;
@@ -61,7 +61,7 @@ pub async fn command(plan: RunPlan, ci: &crate::app::ci::CiOptions) -> Result<i3
         let verbose = plan.verbosity == crate::core::events::Verbosity::Verbose;
         crate::out!(
             "{}",
-            report::run_ending(&outcome.summary, &outcome.run_dir.root, verbose)
+            export::run_ending(&outcome.summary, &outcome.run_dir.root, verbose)
         );
     }
     eprint!("{}", crate::app::ci::describe(&judged));
@@ -213,7 +213,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     info.interrupted = interrupted.map(str::to_string);
     write_json(&run_dir.run_json(), &info)?;
     let summary = crate::store::run_folder::summarise(&run_dir)?;
-    let report_files = report::write_all(&run_dir, &summary)?;
+    let report_files = export::write_all(&run_dir, &summary)?;
     let evaluated = planned.work.iter().map(|w| w.samples.len()).sum();
     Ok(RunOutcome {
         run_dir,

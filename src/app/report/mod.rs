@@ -1,125 +1,143 @@
-//! Every report, made from what is saved in a run folder and nothing else, so `harness
-//! report` regenerates exactly what the run wrote. One [`Exporter`] per file format, each
-//! in its own file, registered in [`exporters`]; the names are `core::results::names`'.
+//! `harness report RUN_DIR`: every report rebuilt from the saved results, with no Docker;
+//! with a rule option, every sample judged again from its saved timings first.
 
-pub mod command;
-mod csv;
-mod gso;
-mod gso_logs;
-pub mod html;
-mod json;
-mod junit;
-mod markdown;
 pub mod regrade;
-mod text;
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::core::summary::Summary;
-use crate::store::run_folder::{RunDir, write_atomic};
+use crate::app::ci::CiOptions;
+use crate::core::rule::{Criterion, DecisionRule, Estimator};
+use crate::store::run_folder::RunDir;
 
-pub use json::json_summary;
-pub use junit::junit_xml;
-pub use markdown::summary_markdown;
-pub use text::{columns, run_ending, terminal_summary, to_the_minute};
-
-/// One file of a report: its path relative to the run folder and its bytes.
-pub struct ReportFile {
-    pub name: String,
-    pub bytes: Vec<u8>,
+/// A rule to judge the samples again under: each option over the run's current rule.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RuleOverrides {
+    pub criterion: Option<Criterion>,
+    pub min_speedup: Option<f64>,
+    pub opt_thresh: Option<f64>,
+    pub seed: Option<u64>,
+    pub estimator: Option<Estimator>,
 }
 
-/// One report format: the files it writes, from the summary alone.
-pub trait Exporter {
-    fn files(&self, summary: &Summary) -> Result<Vec<ReportFile>>;
-}
-
-/// A format of one file whose name does not depend on the run.
-fn single(name: &str, bytes: Vec<u8>) -> Result<Vec<ReportFile>> {
-    Ok(vec![ReportFile {
-        name: name.to_string(),
-        bytes,
-    }])
-}
-
-/// Every report a run folder holds, in the order they are written.
-pub fn exporters(run: &RunDir) -> Vec<Box<dyn Exporter>> {
-    vec![
-        Box::new(gso::RolloutReports),
-        Box::new(gso::RunReports),
-        Box::new(gso_logs::GsoLogs { run: run.clone() }),
-        Box::new(markdown::SummaryMarkdown),
-        Box::new(csv::ResultsCsv),
-        Box::new(json::JsonSummary),
-        Box::new(junit::Junit),
-        Box::new(html::HtmlReport { run: run.clone() }),
-    ]
-}
-
-/// The report files of a run, by path.
-pub fn report_paths(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for e in exporters(run) {
-        out.extend(e.files(summary)?.into_iter().map(|f| run.root.join(f.name)));
+impl RuleOverrides {
+    fn any(&self) -> bool {
+        self.criterion.is_some()
+            || self.min_speedup.is_some()
+            || self.opt_thresh.is_some()
+            || self.seed.is_some()
+            || self.estimator.is_some()
     }
-    Ok(out)
-}
 
-/// Writes every report of the run folder (atomically, each), and removes rollout reports
-/// and GSO-layout files an earlier write left that this one does not hold (K, the rollout
-/// names or a sample's outcome changed).
-pub fn write_all(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
-    let mut written = Vec::new();
-    for e in exporters(run) {
-        for f in e.files(summary)? {
-            let path = run.root.join(&f.name);
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("{}: cannot create", dir.display()))?;
-            }
-            write_atomic(&path, &f.bytes)
-                .with_context(|| format!("{}: cannot write", path.display()))?;
-            written.push(path);
+    /// `old` with the overrides, checked.
+    fn over(&self, old: DecisionRule) -> Result<DecisionRule> {
+        let criterion = self.criterion.unwrap_or(old.criterion);
+        if (criterion == Criterion::Simulated) != (old.criterion == Criterion::Simulated) {
+            anyhow::bail!(
+                "--criterion {criterion}: the run was measured under {}; simulated counts and clock timings cannot be regraded into each other (run the command again with --criterion {criterion})",
+                old.criterion
+            );
         }
-    }
-    let gso = run.root.join(crate::store::run_folder::names::GSO_DIR);
-    remove_stale(
-        &run.root.join(crate::store::run_folder::names::ROLLOUTS_DIR),
-        &written,
-    );
-    remove_stale(&gso.join("predictions"), &written);
-    let logs = gso.join("logs/run_evaluation").join(&summary.info.run_id);
-    remove_stale(&logs, &written);
-    if let Ok(rollouts) = std::fs::read_dir(&logs) {
-        for dir in rollouts.filter_map(|e| e.ok()).map(|e| e.path()) {
-            for instance in std::fs::read_dir(&dir)
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e.ok())
-            {
-                remove_stale(&instance.path(), &written);
-            }
-            remove_stale(&dir, &written);
-        }
-    }
-    Ok(written)
-}
-
-/// Removes what `dir` holds that no written path is in or under.
-fn remove_stale(dir: &std::path::Path, written: &[PathBuf]) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for sub in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        if written.iter().any(|w| w.starts_with(&sub)) {
-            continue;
-        }
-        let _ = if sub.is_dir() {
-            std::fs::remove_dir_all(&sub)
-        } else {
-            std::fs::remove_file(&sub)
+        let rule = DecisionRule {
+            criterion,
+            thresholds: crate::core::metrics::Thresholds {
+                min_speedup: self.min_speedup.unwrap_or(old.thresholds.min_speedup),
+                opt_thresh: self.opt_thresh.unwrap_or(old.thresholds.opt_thresh),
+            },
+            seed: self.seed.unwrap_or(old.seed),
+            estimator: self.estimator.unwrap_or(old.estimator),
+            ..old
         };
+        for (flag, v) in [
+            ("--min-speedup", rule.thresholds.min_speedup),
+            ("--opt-thresh", rule.thresholds.opt_thresh),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                anyhow::bail!("{flag}: {v} is not a positive number");
+            }
+        }
+        Ok(rule)
     }
+}
+
+/// What `harness report` is asked.
+pub struct ReportOptions {
+    pub run_dir: PathBuf,
+    pub json: bool,
+    pub allow_mixed_machines: bool,
+    pub regrade: RuleOverrides,
+    /// `--hacked-ids FILE`: recorded in run.json, so later reports keep it.
+    pub hacked_ids: Option<PathBuf>,
+    pub ci: CiOptions,
+    /// `-q`: the summary without the list of files written; `-v`: the table of every sample
+    /// however long.
+    pub verbosity: crate::core::events::Verbosity,
+}
+
+pub fn command(o: ReportOptions) -> Result<i32> {
+    let run = RunDir {
+        root: o.run_dir.clone(),
+    };
+    let gates = if o.ci.fail_under.is_empty() {
+        Vec::new()
+    } else {
+        o.ci.gates(run.load_run_info()?.k)?
+    };
+    if o.regrade.any() {
+        let rule = o.regrade.over(run.load_run_info()?.decision_rule)?;
+        let r = regrade::regrade(&run, rule)?;
+        eprintln!(
+            "regraded {} measured sample(s) from their saved timings under criterion {} (min_speedup {}, opt_thresh {}, seed {}); {} changed verdict",
+            r.samples,
+            rule.criterion.as_str(),
+            rule.thresholds.min_speedup,
+            rule.thresholds.opt_thresh,
+            rule.seed,
+            r.changed
+        );
+    }
+    if let Some(path) = &o.hacked_ids {
+        let hacked = crate::store::inputs::load_hacked_ids(path)?;
+        let mut info = run.load_run_info()?;
+        info.hacked = Some(hacked);
+        crate::store::run_folder::write_json(&run.run_json(), &info)?;
+    }
+    let summary = crate::store::run_folder::summarise(&run)
+        .with_context(|| format!("{}: cannot summarise", o.run_dir.display()))?;
+    let mixed = crate::core::summary::mixed_fingerprints(&summary);
+    if !mixed.is_empty() {
+        if !o.allow_mixed_machines {
+            anyhow::bail!(
+                "{}: {} sample(s) were measured on another machine or harness build than run.json's ({}): {}\n\
+                 rerun them here (repeat the run command), or pass --allow-mixed-machines to report anyway",
+                o.run_dir.display(),
+                mixed.len(),
+                summary.info.fingerprint_id,
+                mixed.join(", ")
+            );
+        }
+        eprintln!(
+            "warning: reporting samples from other machines: {}",
+            crate::core::text::for_terminal(&mixed.join(", "))
+        );
+    }
+    let files = crate::app::export::write_all(&run, &summary)?;
+    let judged = o.ci.write_outputs(&gates, &summary)?;
+    if o.json {
+        let json = crate::app::ci::json_output(&summary, &judged, &o.ci, None)?;
+        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        let verbose = o.verbosity == crate::core::events::Verbosity::Verbose;
+        crate::out!(
+            "{}",
+            crate::app::export::run_ending(&summary, &o.run_dir, verbose)
+        );
+        let quiet = o.verbosity == crate::core::events::Verbosity::Quiet;
+        for f in files.iter().filter(|_| !quiet) {
+            crate::outln!("wrote {}", f.display());
+        }
+    }
+    eprint!("{}", crate::app::ci::describe(&judged));
+    Ok(crate::app::ci::exit_code(&judged))
 }

@@ -1,54 +1,20 @@
 //! One container of one variant: created labelled and limited, commands run in it by exec
 //! under a timeout that kills it, removed on every path.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, KillContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use futures::StreamExt;
 
 use super::calls::Repeat;
-use super::{Engine, LABEL_MANAGED, LABEL_OWNER, force_remove};
-use harness_core::task::{Resources, WORKDIR};
-
-/// A tmpfs in every container, where the in-container timer puts a bench's stdout and
-/// stderr: on the container's own file system (an overlay, FUSE on some hosts) the bench's
-/// last writes and their flush at exit cost about half a millisecond more per run (measured
-/// here), and that would be in the figure.
-pub const BENCH_OUTPUT_MOUNT: &str = "/run/harness";
-pub const BENCH_OUTPUT_DIR: &str = "/run/harness/bench";
-
-/// What a container is made with.
-#[derive(Debug, Clone)]
-pub struct SandboxSpec {
-    pub image: String,
-    /// A readable prefix; a unique suffix is added.
-    pub name_hint: String,
-    pub labels: HashMap<String, String>,
-    pub resources: Resources,
-    /// Cores to pin the container to (`"0-1"`), when the plan assigns them.
-    pub cpuset: Option<String>,
-    /// Whole GPUs by device id.
-    pub gpu_ids: Vec<String>,
-    /// Environment variables of every process (name, value): the task's `[env] pass`. Their
-    /// values are secrets: redacted from every output an exec returns.
-    pub env: Vec<(String, String)>,
-}
-
-/// A device request as the engine recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GpuRequest {
-    pub driver: String,
-    pub device_ids: Vec<String>,
-    pub count: Option<i64>,
-    pub capabilities: Vec<Vec<String>>,
-}
+use super::spec::{GpuRequest, SandboxSpec, create_body};
+use super::{Engine, force_remove};
+use harness_core::task::WORKDIR;
 
 /// The result of one command run by exec.
 #[derive(Debug, Clone)]
@@ -117,107 +83,6 @@ pub const ROOT_CLEAN_ENV: &[&str] = &[
     "HOME=/nonexistent",
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 ];
-
-/// What root keeps in a task container; everything else is dropped.
-pub const ROOT_CAPABILITIES: &[&str] = &[
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "SETUID",
-    "SETGID",
-    "KILL",
-    "SYS_ADMIN",
-    "SYS_CHROOT",
-    "NET_ADMIN",
-];
-
-/// The create body: limits, labels, no network, an init as PID 1.
-pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
-    let mut labels = spec.labels.clone();
-    labels.insert(LABEL_MANAGED.into(), "true".into());
-    labels.insert(LABEL_OWNER.into(), owner.into());
-    let r = &spec.resources;
-    let device_requests = (!spec.gpu_ids.is_empty()).then(|| {
-        vec![DeviceRequest {
-            driver: Some("nvidia".into()),
-            device_ids: Some(spec.gpu_ids.clone()),
-            capabilities: Some(vec![vec!["gpu".into()]]),
-            ..Default::default()
-        }]
-    });
-    ContainerCreateBody {
-        image: Some(spec.image.clone()),
-        // `sleep` as PID 1 ignores SIGTERM; the init (below) makes stop/kill immediate.
-        entrypoint: Some(vec!["sleep".into()]),
-        cmd: Some(vec!["infinity".into()]),
-        working_dir: Some(WORKDIR.into()),
-        user: Some(crate::protect::ROOT.into()),
-        labels: Some(labels),
-        network_disabled: Some(!r.network),
-        env: (!spec.env.is_empty())
-            .then(|| spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        tty: Some(false),
-        host_config: Some(HostConfig {
-            init: Some(true),
-            // Pinned to as many cores as it may use, a CPU quota adds nothing but the
-            // chance of being throttled; it stays for fractional shares.
-            nano_cpus: match &spec.cpuset {
-                Some(set) if r.cpus >= harness_core::cpu_plan::cpuset_len(set) as f64 => None,
-                _ => Some((r.cpus * 1e9) as i64),
-            },
-            cpuset_cpus: spec.cpuset.clone(),
-            memory: Some(r.memory_bytes),
-            // Equal to memory: no swap, so a memory hog is an OOM and not a slow bench.
-            memory_swap: Some(r.memory_bytes),
-            pids_limit: Some(r.pids),
-            network_mode: Some(if r.network { "bridge" } else { "none" }.into()),
-            privileged: Some(false),
-            // AppArmor's docker-default profile forbids mount(2), which every run's fresh
-            // sandbox needs (a host without AppArmor ignores this).
-            security_opt: Some(vec![
-                "no-new-privileges".into(),
-                "apparmor=unconfined".into(),
-            ]),
-            // Root in the container keeps only what the harness's own steps need (locking
-            // the tree, dropping to the sandbox user, killing its leftovers, and making each
-            // run's sandbox: new namespaces and mounts, SYS_ADMIN; entering them, SYS_CHROOT;
-            // its own loopback up, NET_ADMIN);
-            // the code under test runs as that user, with no capabilities at all and
-            // no_new_privs, so it never holds any of these.
-            cap_drop: Some(vec!["ALL".into()]),
-            cap_add: Some(ROOT_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
-            device_requests,
-            // Every place the code under test may write besides the tree and its home is a
-            // tmpfs of bounded size, charged to the container's memory: nothing it does
-            // fills the host's disk (the tree and the home are bounded by the in-container
-            // watchdog, see container/programs/timed_run.py).
-            tmpfs: Some(tmpfs_mounts(r)),
-            shm_size: Some(r.tmp_tmpfs().min(64 << 20)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// The tmpfs mounts of a task container: the bench's output (root-owned, not writable by
-/// the sandbox user: the timer's files there are reachable only through the descriptors it
-/// hands the bench), /tmp and /var/tmp.
-pub fn tmpfs_mounts(r: &Resources) -> HashMap<String, String> {
-    HashMap::from([
-        (
-            BENCH_OUTPUT_MOUNT.to_string(),
-            format!("rw,noexec,nosuid,mode=0755,size={}", r.bench_output_tmpfs()),
-        ),
-        (
-            "/tmp".to_string(),
-            format!("rw,nosuid,nodev,mode=1777,size={}", r.tmp_tmpfs()),
-        ),
-        (
-            "/var/tmp".to_string(),
-            format!("rw,nosuid,nodev,mode=1777,size={}", r.tmp_tmpfs() / 2),
-        ),
-    ])
-}
 
 /// Creates the container named in `opts`. When a try whose answer was lost did create it,
 /// the container of that name is taken, provided this process made it.
@@ -756,73 +621,5 @@ mod tests {
         let mut b = BoundedOutput::new(100);
         b.push(b"short");
         assert_eq!(b.finish(), "short");
-    }
-
-    #[test]
-    fn create_body_limits_and_labels() {
-        let spec = SandboxSpec {
-            image: "img".into(),
-            name_hint: "x".into(),
-            labels: HashMap::new(),
-            resources: Resources {
-                cpus: 1.5,
-                memory_bytes: 512 << 20,
-                pids: 256,
-                network: false,
-                gpus: 1,
-                disk_bytes: 1 << 30,
-            },
-            cpuset: Some("1-2".into()),
-            gpu_ids: vec!["0".into()],
-            env: vec![("HF_TOKEN".into(), "hf_secret".into())],
-        };
-        let mut one_core = spec.clone();
-        one_core.cpuset = Some("1".into());
-        let hc1 = create_body(&one_core, "owner").host_config.unwrap();
-        assert_eq!(
-            hc1.nano_cpus, None,
-            "pinned to fewer cores than its share: no quota"
-        );
-        let body = create_body(&spec, "owner");
-        assert_eq!(body.env, Some(vec!["HF_TOKEN=hf_secret".to_string()]));
-        let hc = body.host_config.unwrap();
-        assert_eq!(
-            hc.nano_cpus,
-            Some(1_500_000_000),
-            "1.5 cpus on 2 cores keeps the quota"
-        );
-        assert_eq!(hc.memory, Some(512 << 20));
-        assert_eq!(hc.memory_swap, Some(512 << 20));
-        assert_eq!(hc.pids_limit, Some(256));
-        assert_eq!(hc.network_mode.as_deref(), Some("none"));
-        assert_eq!(hc.cpuset_cpus.as_deref(), Some("1-2"));
-        assert_eq!(hc.privileged, Some(false));
-        assert_eq!(hc.init, Some(true));
-        assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
-        let caps = hc.cap_add.unwrap();
-        assert!(!caps.iter().any(|c| c == "SYS_PTRACE" || c == "SYS_MODULE"));
-        assert!(caps.iter().any(|c| c == "SYS_ADMIN"), "{caps:?}");
-        assert_eq!(body.user.as_deref(), Some("0:0"));
-        let tmpfs = hc.tmpfs.unwrap();
-        assert_eq!(
-            tmpfs[BENCH_OUTPUT_MOUNT],
-            format!(
-                "rw,noexec,nosuid,mode=0755,size={}",
-                (2 * (64u64 << 20)) + (4 << 20)
-            )
-        );
-        // The writable places besides the tree and home are bounded memory file systems.
-        assert_eq!(
-            tmpfs["/tmp"],
-            format!("rw,nosuid,nodev,mode=1777,size={}", 128u64 << 20)
-        );
-        assert!(tmpfs["/var/tmp"].contains("size="));
-        assert_eq!(hc.shm_size, Some(64 << 20));
-        let dr = &hc.device_requests.unwrap()[0];
-        assert_eq!(dr.driver.as_deref(), Some("nvidia"));
-        assert_eq!(dr.device_ids.as_deref(), Some(&["0".to_string()][..]));
-        assert_eq!(dr.capabilities, Some(vec![vec!["gpu".to_string()]]));
-        assert_eq!(body.network_disabled, Some(true));
-        assert_eq!(body.labels.unwrap()[LABEL_MANAGED], "true");
     }
 }

@@ -4,6 +4,7 @@
 pub mod calls;
 pub mod container;
 pub mod image;
+pub mod spec;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

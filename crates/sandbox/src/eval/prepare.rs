@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::variant::{Role, Variant};
 use super::{EvalContext, LOG_LIMIT, guarded};
-use crate::docker::container::{Sandbox, SandboxSpec};
+use crate::docker::container::Sandbox;
+use crate::docker::spec::SandboxSpec;
 use crate::docker::{LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
 use crate::events::emit;
 use harness_core::events::Event;

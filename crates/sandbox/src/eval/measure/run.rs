@@ -242,7 +242,7 @@ pub(super) async fn run_once(
     let mut args: Vec<String> = vec![
         "timed".into(),
         "--out-dir".into(),
-        crate::docker::container::BENCH_OUTPUT_DIR.into(),
+        crate::docker::spec::BENCH_OUTPUT_DIR.into(),
     ];
     match &bench.output_check {
         OutputCheck::Stdout { ignore } => {

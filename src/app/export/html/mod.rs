@@ -174,18 +174,18 @@ fn header(summary: &Summary) -> String {
         esc(&info.model),
         esc(&info.run_id)
     );
-    let day = crate::app::report::text::to_the_minute;
+    let day = crate::app::export::text::to_the_minute;
     let _ = write!(
         out,
         "<p class=\"muted\" id=\"run-when\">Started {} UTC{}</p>",
         esc(&day(&info.started_at)),
-        match (&info.finished_at, crate::app::report::text::wall_time(info)) {
+        match (&info.finished_at, crate::app::export::text::wall_time(info)) {
             (Some(end), Some(wall)) =>
                 format!(", finished {} UTC ({})", esc(&day(end)), esc(&wall)),
             _ => ", not finished".to_string(),
         }
     );
-    if let Some(line) = crate::app::report::text::partial_line(summary) {
+    if let Some(line) = crate::app::export::text::partial_line(summary) {
         let _ = write!(
             out,
             "<p class=\"banner\" role=\"status\" id=\"partial\"><b>Partial run.</b> {}</p>",
@@ -265,7 +265,7 @@ fn header(summary: &Summary) -> String {
         esc(&fp.docker_version),
         esc(&info.harness_version)
     );
-    if let Some(line) = crate::app::report::text::hack_line(summary) {
+    if let Some(line) = crate::app::export::text::hack_line(summary) {
         let _ = write!(out, "<p>{}</p>", esc(&line));
     }
     out
