@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{harness, run};
+use harness::core::criterion::Criterion;
 use harness::core::metrics::{OptStats, Thresholds};
 use harness::core::records::{ExpectedSample, PhaseSeconds, RunInfo, SampleReport};
-use harness::core::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
+use harness::core::rule::{CONFIDENCE, DecisionRule, ESTIMATOR, RESAMPLES};
 use harness::core::stats::{Decision, Interval, SpeedupIntervals};
 use harness::core::status::Status;
 use harness::store::run_folder::{RunDir, write_json};
@@ -21,7 +22,7 @@ const NASTY: &str = "assert <a & b> \"quoted\" 'single' \u{1b}[31mred";
 
 fn rule() -> DecisionRule {
     DecisionRule {
-        criterion: Criterion::Strict,
+        criterion: Criterion::STRICT,
         thresholds: Thresholds::default(),
         seed: 0,
         confidence: CONFIDENCE,

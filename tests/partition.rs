@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::*;
+use harness::core::criterion::Criterion;
 use harness::core::metrics::Thresholds;
 use harness::core::partition::PartitionInfo;
 use harness::core::records::{ExpectedSample, InputFile, PhaseSeconds, RunInfo, SampleReport};
-use harness::core::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, RESAMPLES};
+use harness::core::rule::{CONFIDENCE, DecisionRule, ESTIMATOR, RESAMPLES};
 use harness::core::stats::Decision;
 use harness::core::status::Status;
 use harness::store::run_folder::{RunDir, write_json};
@@ -276,7 +277,7 @@ const SELECTED: [&str; 3] = ["alpha", "beta", "gamma"];
 
 fn rule() -> DecisionRule {
     DecisionRule {
-        criterion: Criterion::Strict,
+        criterion: Criterion::STRICT,
         thresholds: Thresholds::default(),
         seed: 0,
         confidence: CONFIDENCE,

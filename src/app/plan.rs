@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 
 use crate::core::events::Verbosity;
-pub use crate::core::rule::Criterion;
 use crate::core::rule::DecisionRule;
 pub use crate::core::settings::{Budget, Settings};
 use crate::store::run_folder::sanitize;

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::settings_args::{CriterionArg, DiskCheckArg, SettingsArgs};
+use super::settings_args::{DiskCheckArg, SettingsArgs, criterion_parser};
 use crate::app::ci::CiOptions;
+use crate::core::criterion::Criterion;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -588,8 +589,8 @@ pub struct ReportArgs {
     #[arg(long)]
     pub allow_mixed_machines: bool,
     /// Judge every sample again from its saved timings under this criterion (no Docker).
-    #[arg(long, value_enum)]
-    pub criterion: Option<CriterionArg>,
+    #[arg(long, value_parser = criterion_parser())]
+    pub criterion: Option<Criterion>,
     /// With regrading: opt_base needs round(GM speedup over base, 1) >= this.
     #[arg(long)]
     pub min_speedup: Option<f64>,

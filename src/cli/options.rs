@@ -39,7 +39,7 @@ impl ReportArgs {
             json: self.json,
             allow_mixed_machines: self.allow_mixed_machines,
             regrade: report::RuleOverrides {
-                criterion: self.criterion.map(Into::into),
+                criterion: self.criterion,
                 min_speedup: self.min_speedup,
                 opt_thresh: self.opt_thresh,
                 seed: self.seed,

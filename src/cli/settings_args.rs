@@ -2,17 +2,19 @@
 //! for the batch file, run.json and the result key): clap's flags, flattened into
 //! `opt-at-k` and `local`, and the choices of `--criterion` and `--disk-check`.
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
+use harness_core::criterion::Criterion;
 use harness_core::disk::DiskCheck;
-use harness_core::rule::{Criterion, Estimator};
+use harness_core::rule::Estimator;
 use harness_core::settings::Settings;
 
 /// How samples are measured and judged.
 #[derive(Debug, Clone, Copy, PartialEq, Args)]
 pub struct SettingsArgs {
     /// Decision rule for opt_base / opt_commit.
-    #[arg(long, value_enum, default_value_t = CriterionArg::Strict)]
-    pub criterion: CriterionArg,
+    #[arg(long, value_parser = criterion_parser(), default_value_t = Criterion::STRICT)]
+    pub criterion: Criterion,
     /// Seed of the bootstrap behind every confidence interval.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -51,7 +53,7 @@ pub struct SettingsArgs {
 impl From<SettingsArgs> for Settings {
     fn from(a: SettingsArgs) -> Settings {
         Settings {
-            criterion: a.criterion.into(),
+            criterion: a.criterion,
             seed: a.seed,
             estimator: a.estimator,
             min_rounds: a.min_rounds,
@@ -66,28 +68,12 @@ impl From<SettingsArgs> for Settings {
     }
 }
 
-/// `--criterion`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CriterionArg {
-    /// GSO's thresholds applied to the 95% confidence interval, rounds added until decided;
-    /// undecided at the budget = inconclusive (not optimised).
-    Strict,
-    /// GSO's rule applied to means (reproduces published numbers).
-    Gso,
-    /// Each variant's cost counted once by a CPU simulator (cachegrind's instructions and
-    /// simulated cache misses, as estimated cycles) instead of a clock: the same code gives
-    /// the same number on any machine and any hour. GSO's thresholds on those costs.
-    Simulated,
-}
-
-impl From<CriterionArg> for Criterion {
-    fn from(c: CriterionArg) -> Criterion {
-        match c {
-            CriterionArg::Strict => Criterion::Strict,
-            CriterionArg::Gso => Criterion::Gso,
-            CriterionArg::Simulated => Criterion::Simulated,
-        }
-    }
+/// `--criterion`: every criterion's strategy by its name, with its own line of help.
+pub fn criterion_parser() -> impl TypedValueParser<Value = Criterion> {
+    let values = Criterion::ALL
+        .iter()
+        .map(|c| PossibleValue::new(c.as_str()).help(c.help()));
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<Criterion>())
 }
 
 /// `--disk-check`: what a run does when its containers may not fit on disk.

@@ -7,6 +7,7 @@
 pub mod allocation;
 pub mod compare;
 pub mod cpu_plan;
+pub mod criterion;
 pub mod digest;
 pub mod disk;
 pub mod events;

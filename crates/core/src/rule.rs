@@ -3,37 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::criterion::Criterion;
 use crate::metrics::Thresholds;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Criterion {
-    /// GSO's thresholds applied to the 95% confidence interval, rounds added until decided;
-    /// undecided at the budget = inconclusive (not optimised).
-    Strict,
-    /// GSO's rule applied to means (reproduces published numbers).
-    Gso,
-    /// Each variant's cost counted once by a CPU simulator (cachegrind's instructions and
-    /// simulated cache misses, as estimated cycles) instead of a clock: the same code gives
-    /// the same number on any machine and any hour. GSO's thresholds on those costs.
-    Simulated,
-}
-
-impl std::fmt::Display for Criterion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Criterion {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Criterion::Strict => "strict",
-            Criterion::Gso => "gso",
-            Criterion::Simulated => "simulated",
-        }
-    }
-}
 
 pub const CONFIDENCE: f64 = 0.95;
 pub const RESAMPLES: usize = 2000;
@@ -115,9 +86,10 @@ pub struct DecisionRule {
 impl DecisionRule {
     /// The estimator the rule's criterion applies: GSO's means under gso.
     pub fn figure(&self) -> Estimator {
-        match self.criterion {
-            Criterion::Gso | Criterion::Simulated => Estimator::Mean,
-            Criterion::Strict => self.estimator,
+        if self.criterion.uses_estimator() {
+            self.estimator
+        } else {
+            Estimator::Mean
         }
     }
 }

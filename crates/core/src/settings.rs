@@ -5,8 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::criterion::Criterion;
 use crate::metrics::Thresholds;
-use crate::rule::{CONFIDENCE, Criterion, DecisionRule, ESTIMATOR, Estimator, RESAMPLES};
+use crate::rule::{CONFIDENCE, DecisionRule, ESTIMATOR, Estimator, RESAMPLES};
 
 /// How samples are measured and judged.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -43,7 +44,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
-            criterion: Criterion::Strict,
+            criterion: Criterion::STRICT,
             seed: 0,
             estimator: None,
             min_rounds: None,

@@ -120,7 +120,7 @@ pub fn summarise(info: RunInfo, run: &impl SavedSamples) -> Summary {
 /// unsubmitted), except in a partition, whose merge makes the whole run.
 fn denominator(info: &RunInfo) -> Vec<String> {
     let mut ids = info.instance_ids.clone();
-    if info.decision_rule.criterion == crate::rule::Criterion::Gso && info.partition.is_none() {
+    if info.decision_rule.criterion.opt_at_k_over_dataset() && info.partition.is_none() {
         let selected: std::collections::BTreeSet<&String> = info.instance_ids.iter().collect();
         let others: Vec<String> = info
             .dataset_instance_ids

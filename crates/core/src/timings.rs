@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rule::Criterion;
+use crate::criterion::Criterion;
 use crate::task::Better;
 
 /// One timed run of one bench in one variant.
@@ -354,7 +354,7 @@ mod tests {
                 output_check: check.into(),
             }],
             schedule: Schedule {
-                criterion: Criterion::Strict,
+                criterion: Criterion::STRICT,
                 warmup_rounds: 1,
                 min_rounds: 3,
                 max_rounds: 9,

@@ -3,11 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::criterion::DecidedBy;
 use crate::metrics::{
     BenchMeans, BenchPair, OptStats, Thresholds, gso_verdict, opt_stats_from_pairs,
 };
 use crate::rounds::{common_rounds, paired_rounds};
-use crate::rule::{Criterion, DecisionRule};
+use crate::rule::DecisionRule;
 use crate::stats::{
     Aggregate, Decision, Interval, RatioInterval, RoundPair, SpeedupIntervals, decide, derive_seed,
     ratio_interval,
@@ -183,12 +184,15 @@ pub fn apply_to(
 /// on the means (always decided); under `strict` the same thresholds must hold for the
 /// whole confidence interval.
 pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
-    let (with_base, with_human) = match rule.criterion {
-        Criterion::Strict => (
+    // An interval pairs each comparison on its own rounds; means compare the rounds both
+    // references share.
+    let decided_by = rule.criterion.decided_by();
+    let (with_base, with_human) = match decided_by {
+        DecidedBy::Interval => (
             paired_rounds(log, "base", variant),
             paired_rounds(log, "human", variant),
         ),
-        Criterion::Gso | Criterion::Simulated => common_rounds(log, variant),
+        DecidedBy::Means => common_rounds(log, variant),
     };
     let benches: Vec<(String, Better)> = log
         .benches
@@ -196,7 +200,7 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
         .map(|b| (b.name.clone(), b.better))
         .collect();
     let est = rule.figure();
-    let replicas = rule.criterion == Criterion::Strict && replicated(log);
+    let replicas = decided_by == DecidedBy::Interval && replicated(log);
     let source = log.runs_of(variant).to_string();
     let round_set = |pairs: &[(u32, RoundPair)]| -> std::collections::BTreeSet<u32> {
         pairs.iter().map(|(r, _)| *r).collect()
@@ -227,15 +231,15 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
     let rb: Vec<RoundPair> = with_base.iter().map(|(_, p)| p.clone()).collect();
     let rh: Vec<RoundPair> = with_human.iter().map(|(_, p)| p.clone()).collect();
     let intervals = ctx.intervals(&rb, &rh, &figs_base, &figs_human);
-    let (opt_base, opt_commit) = match (&stats, rule.criterion) {
+    let (opt_base, opt_commit) = match (&stats, decided_by) {
         (None, _) => (Decision::Undecided, Decision::Undecided),
         // Simulated: one deterministic count per variant and bench, GSO's thresholds on it.
-        (Some(st), Criterion::Gso | Criterion::Simulated) => {
+        (Some(st), DecidedBy::Means) => {
             let (b, c) = gso_verdict(st, &rule.thresholds);
             let d = |x: bool| if x { Decision::Yes } else { Decision::No };
             (d(b), d(c))
         }
-        (Some(st), Criterion::Strict) => match &intervals {
+        (Some(st), DecidedBy::Interval) => match &intervals {
             None => (Decision::Undecided, Decision::Undecided),
             Some(iv) => strict_decisions(st, iv, &rule.thresholds),
         },
@@ -249,7 +253,9 @@ pub fn judge(log: &BenchLog, variant: &str, rule: &DecisionRule) -> Judgement {
         opt_base,
         opt_commit,
         // GSO's figures are seconds: never made of simulated counts.
-        gso_times: (rule.criterion != Criterion::Simulated)
+        gso_times: rule
+            .criterion
+            .gso_reports()
             .then(|| crate::gso::gso_times(log, variant))
             .flatten(),
     }
@@ -379,9 +385,9 @@ pub fn opt_commit_at(report: &crate::records::SampleReport, rule: &DecisionRule,
         opt_thresh: p,
         ..rule.thresholds
     };
-    match rule.criterion {
-        Criterion::Gso | Criterion::Simulated => gso_verdict(st, &th).1,
-        Criterion::Strict => report
+    match rule.criterion.decided_by() {
+        DecidedBy::Means => gso_verdict(st, &th).1,
+        DecidedBy::Interval => report
             .intervals
             .as_ref()
             .is_some_and(|iv| strict_decisions(st, iv, &th).1 == Decision::Yes),
@@ -412,6 +418,7 @@ pub fn strict_decisions(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::criterion::Criterion;
     use crate::stats::Interval;
 
     fn iv(gm: (f64, f64), hm: (f64, f64)) -> SpeedupIntervals {
@@ -467,7 +474,7 @@ mod tests {
                 output_check: "stdout".into(),
             }],
             schedule: Schedule {
-                criterion: Criterion::Strict,
+                criterion: Criterion::STRICT,
                 warmup_rounds: 0,
                 min_rounds: 2,
                 max_rounds: 6,
@@ -519,7 +526,7 @@ mod tests {
 
     fn rule() -> DecisionRule {
         DecisionRule {
-            criterion: Criterion::Strict,
+            criterion: Criterion::STRICT,
             thresholds: Thresholds::default(),
             seed: 3,
             confidence: 0.95,
@@ -573,7 +580,7 @@ mod tests {
         }
         let log = log_with(runs);
         let gso = DecisionRule {
-            criterion: Criterion::Gso,
+            criterion: Criterion::GSO,
             ..rule()
         };
         let j = judge(&log, "s0", &gso);

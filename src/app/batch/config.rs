@@ -385,7 +385,8 @@ pub fn preflight(entry: &EntryPlan) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::rule::{Criterion, Estimator};
+    use crate::core::criterion::Criterion;
+    use crate::core::rule::Estimator;
 
     struct Fixture {
         dir: tempfile::TempDir,
@@ -421,7 +422,7 @@ mod tests {
             .unwrap();
         assert_eq!(plan.name, "b1");
         assert_eq!(plan.jobs, 2);
-        assert_eq!(plan.settings.criterion, Criterion::Gso);
+        assert_eq!(plan.settings.criterion, Criterion::GSO);
         assert_eq!(plan.settings.max_rounds, Some(4));
         assert_eq!(plan.settings.estimator, Some(Estimator::Quantile(0.5)));
         let [a, b] = plan.entries.as_slice() else {

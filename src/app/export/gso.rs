@@ -414,7 +414,7 @@ fn run_state(summary: &Summary) -> serde_json::Map<String, Value> {
 
 /// A simulated run has no GSO report: GSO's numbers are seconds, never simulated counts.
 fn simulated(summary: &Summary) -> bool {
-    summary.info.decision_rule.criterion == crate::core::rule::Criterion::Simulated
+    !summary.info.decision_rule.criterion.gso_reports()
 }
 
 impl Exporter for RolloutReports {

@@ -249,7 +249,7 @@ fn sample_runs(run: &RunDir, model: &str, s: &SampleReport) -> Option<GsoRuns> {
 
 impl Exporter for GsoLogs {
     fn files(&self, summary: &Summary) -> anyhow::Result<Vec<ReportFile>> {
-        if summary.info.decision_rule.criterion == crate::core::rule::Criterion::Simulated {
+        if !summary.info.decision_rule.criterion.gso_reports() {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();

@@ -128,7 +128,7 @@ pub(super) fn header_line(summary: &Summary) -> String {
     let info = &summary.info;
     let rule = &info.decision_rule;
     // A simulated count is one number per variant: it has no interval.
-    let how = if rule.criterion == crate::core::rule::Criterion::Simulated {
+    let how = if rule.criterion.figure() == crate::core::criterion::Figure::SimulatedCycles {
         "estimated cycles counted by cachegrind, one count per variant".to_string()
     } else {
         format!("{:.0}% intervals", rule.confidence * 100.0)

@@ -142,7 +142,7 @@ pub(super) async fn check(
              --partition), or free space (`harness images gc`, `docker system prune`); or \
              start anyway with --disk-check off (HARNESS_DISK_CHECK=off): a container that \
              fills the disk then fails its sample, or every sample",
-            crate::sandbox::eval::measure::MAX_REPLICAS
+            crate::core::criterion::strict::MAX_REPLICAS
         ),
         DiskCheck::Off => {
             // An event is one line on the terminal.

@@ -40,7 +40,7 @@ impl Machine {
         tasks: &[&Task],
         events: &Events,
     ) -> Result<Machine> {
-        if plan.rule.criterion == crate::core::rule::Criterion::Simulated {
+        if plan.rule.criterion.figure() == crate::core::criterion::Figure::SimulatedCycles {
             let gpu: Vec<&str> = tasks
                 .iter()
                 .filter(|t| t.resources.gpus > 0)

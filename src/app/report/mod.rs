@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::app::ci::CiOptions;
-use crate::core::rule::{Criterion, DecisionRule, Estimator};
+use crate::core::criterion::Criterion;
+use crate::core::rule::{DecisionRule, Estimator};
 use crate::store::run_folder::RunDir;
 
 /// A rule to judge the samples again under: each option over the run's current rule.
@@ -33,7 +34,7 @@ impl RuleOverrides {
     /// `old` with the overrides, checked.
     fn over(&self, old: DecisionRule) -> Result<DecisionRule> {
         let criterion = self.criterion.unwrap_or(old.criterion);
-        if (criterion == Criterion::Simulated) != (old.criterion == Criterion::Simulated) {
+        if criterion.figure() != old.criterion.figure() {
             anyhow::bail!(
                 "--criterion {criterion}: the run was measured under {}; simulated counts and clock timings cannot be regraded into each other (run the command again with --criterion {criterion})",
                 old.criterion

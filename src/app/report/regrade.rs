@@ -79,8 +79,8 @@ pub fn regrade(run: &RunDir, rule: DecisionRule) -> Result<Regrading> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::criterion::Criterion;
     use crate::core::records::{ExpectedSample, PhaseSeconds, RunInfo};
-    use crate::core::rule::Criterion;
     use crate::core::stats::Decision;
     use crate::core::status::Status;
     use crate::core::task::Better;
@@ -138,7 +138,7 @@ mod tests {
                 output_check: "stdout".into(),
             }],
             schedule: Schedule {
-                criterion: Criterion::Strict,
+                criterion: Criterion::STRICT,
                 warmup_rounds: 0,
                 min_rounds: 12,
                 max_rounds: 12,
@@ -193,7 +193,7 @@ mod tests {
             finished_at: String::new(),
             warnings: Vec::new(),
         };
-        let strict = rule(Criterion::Strict);
+        let strict = rule(Criterion::STRICT);
         let j = crate::core::verdict::judge(&log, "s0", &strict);
         crate::core::verdict::apply_to(&mut report, Some(&j), &strict);
         write_json(&sample_dir.join("report.json"), &report).unwrap();
@@ -273,19 +273,19 @@ mod tests {
             "strict: the interval is below 1.2"
         );
 
-        let r = regrade(&run, rule(Criterion::Gso)).unwrap();
+        let r = regrade(&run, rule(Criterion::GSO)).unwrap();
         assert_eq!((r.samples, r.changed), (1, 1));
         let s = load();
         assert_eq!(s.criterion, "gso");
         assert!(s.opt_base, "GSO: round(np.float64(1.15), 1) = 1.2 >= 1.2");
         assert!(!s.opt_commit, "HM vs human is far below 0.95");
         let info = run.load_run_info().unwrap();
-        assert_eq!(info.decision_rule.criterion, Criterion::Gso);
+        assert_eq!(info.decision_rule.criterion, Criterion::GSO);
         assert_eq!(info.regradings.len(), 1);
-        assert_eq!(info.regradings[0].from.criterion, Criterion::Strict);
+        assert_eq!(info.regradings[0].from.criterion, Criterion::STRICT);
 
         // Back to strict with a lower bar: decided yes.
-        let mut low = rule(Criterion::Strict);
+        let mut low = rule(Criterion::STRICT);
         low.thresholds.min_speedup = 1.05;
         let r = regrade(&run, low).unwrap();
         assert_eq!(r.changed, 0, "opt_base stays yes");

@@ -95,7 +95,7 @@ mod tests {
             variants: vec!["base".into(), "s0".into()],
             benches: Vec::new(),
             schedule: Schedule {
-                criterion: harness_core::rule::Criterion::Strict,
+                criterion: harness_core::criterion::Criterion::STRICT,
                 warmup_rounds: 0,
                 min_rounds: 1,
                 max_rounds: 1,

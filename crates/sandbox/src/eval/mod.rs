@@ -85,7 +85,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
     let mut variants = variant::variants_of(task, input.material, &input.samples);
     let guard_config = crate::docker::image::guard_config(task, input.material);
     // Simulated counts do not depend on what else runs: its containers use every core.
-    let simulated = ctx.rule.criterion == harness_core::rule::Criterion::Simulated;
+    let simulated = ctx.rule.criterion.figure() == harness_core::criterion::Figure::SimulatedCycles;
     let prep = prepare::Prep {
         ctx,
         task,

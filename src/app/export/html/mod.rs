@@ -11,8 +11,8 @@ pub mod svg;
 use std::fmt::Write;
 use std::path::PathBuf;
 
+use crate::core::criterion::DecidedBy;
 use crate::core::records::SampleReport;
-use crate::core::rule::Criterion;
 use crate::core::stats::Decision;
 use crate::core::summary::Summary;
 use crate::core::timings::BenchLog;
@@ -246,7 +246,7 @@ fn header(summary: &Summary) -> String {
         esc(rule.criterion.as_str()),
         rule.thresholds.min_speedup,
         rule.thresholds.opt_thresh,
-        if rule.criterion == Criterion::Gso {
+        if rule.criterion.decided_by() == DecidedBy::Means {
             String::new()
         } else {
             format!(

@@ -8,8 +8,9 @@ use std::fmt::Write;
 
 use super::page::{Cell, Table, anchor, esc, headers, href};
 use super::{SampleFiles, svg};
+use crate::core::criterion::DecidedBy;
 use crate::core::records::SampleReport;
-use crate::core::rule::{Criterion, Estimator};
+use crate::core::rule::Estimator;
 use crate::core::stats::Decision;
 use crate::core::summary::Summary;
 use crate::core::timings::{BenchLog, RunRecord};
@@ -136,8 +137,8 @@ fn verdict_words(summary: &Summary, s: &SampleReport) -> String {
     };
     let conf = rule.confidence * 100.0;
     let figure = estimator_words(rule.figure());
-    match (&s.intervals, rule.criterion) {
-        (Some(iv), Criterion::Strict | Criterion::Simulated) => {
+    match (&s.intervals, rule.criterion.decided_by()) {
+        (Some(iv), DecidedBy::Interval) => {
             let _ = write!(
                 out,
                 "<p>Speedup over base: each variant's figure per bench is {figure}; base's over the patch's, geometric mean over the benches: <b>{:.3}x</b>, {conf:.0}% interval [{:.3}, {:.3}] from {} paired rounds resampled {} times. opt_base needs the whole interval at or above {}: {}.</p>",

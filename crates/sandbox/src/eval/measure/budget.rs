@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use super::{Measurement, is_reference};
 use harness_core::allocation::{self, Needs};
-use harness_core::rule::Criterion;
 
 /// Containers added to a variant at a time when its open samples want more.
 pub const GROW_STEP: usize = 3;
@@ -121,7 +120,7 @@ impl Measurement<'_> {
             .unwrap_or(1)
             .max(1);
         let most = schedule.max_replicas.max(schedule.replicas) as usize;
-        if schedule.criterion != Criterion::Strict || now >= most {
+        if !schedule.criterion.adaptive() || now >= most {
             return 1.0;
         }
         (now as f64 / most as f64).sqrt()
@@ -135,7 +134,7 @@ impl Measurement<'_> {
     /// give the new containers two runs each (they are measured first: `replica_for`).
     pub(super) fn wants_containers(&self, left: &[usize]) -> Option<Vec<String>> {
         let schedule = &self.input.schedule;
-        if schedule.criterion != Criterion::Strict || schedule.max_replicas <= schedule.replicas {
+        if !schedule.criterion.adaptive() || schedule.max_replicas <= schedule.replicas {
             return None;
         }
         let variants = self.input.variants;

@@ -12,10 +12,7 @@
 mod budget;
 mod plan;
 pub use budget::GROW_STEP;
-pub use plan::{
-    DEFAULT_REPETITIONS, DEFAULT_REPLICAS, MAX_REPLICAS, MIN_INTERVAL_ROUNDS, max_replicas,
-    repetitions, replicas, schedule,
-};
+pub use plan::{max_replicas, measure_plan, replicas, schedule};
 mod checks;
 mod disturb;
 mod run;
@@ -30,8 +27,9 @@ use crate::eval::guarded::{self, Snapshot};
 use crate::events::{Events, emit};
 pub use disturb::{PROBE_TOLERANCE, disturbance, flag_round};
 use harness_core::allocation::{self, Needs};
+use harness_core::criterion::Figure;
 use harness_core::events::Event;
-use harness_core::rule::{Criterion, DecisionRule};
+use harness_core::rule::DecisionRule;
 use harness_core::status::Status;
 use harness_core::task::{Bench, Task};
 pub use harness_core::timings::{BenchLog, BenchSetting, RoundRecord, RunGpu, RunRecord, Schedule};
@@ -89,16 +87,10 @@ pub fn round_order<T: Copy>(members: &[T], round: u32) -> Vec<T> {
     row.into_iter().map(|i| members[i]).collect()
 }
 
-/// Whether a sample needs no more rounds: under gso, once it has the fixed number; under
-/// strict, once it has the minimum and a decided verdict, or the maximum either way.
+/// Whether a sample needs no more rounds, by its criterion's rule.
 pub fn sample_finished(schedule: &Schedule, paired_rounds: u32, decided: bool) -> bool {
-    match schedule.criterion {
-        Criterion::Gso | Criterion::Simulated => paired_rounds >= schedule.min_rounds,
-        Criterion::Strict => {
-            (paired_rounds >= schedule.min_rounds && decided)
-                || paired_rounds >= schedule.max_rounds
-        }
-    }
+    let rounds = (schedule.min_rounds, schedule.max_rounds);
+    schedule.criterion.finished(rounds, paired_rounds, decided)
 }
 
 /// What a measurement is of: the task, its variants (with their containers), the samples
@@ -200,12 +192,12 @@ impl<'a> Measurement<'a> {
                 warmups: b.warmups,
                 runs: b.runs,
                 max_runs: b.max_runs,
-                metric: if input.rule.criterion == Criterion::Simulated {
+                metric: if input.rule.criterion.figure() == Figure::SimulatedCycles {
                     "simulated (estimated cycles)".into()
                 } else {
                     b.metric.describe()
                 },
-                better: if input.rule.criterion == Criterion::Simulated {
+                better: if input.rule.criterion.figure() == Figure::SimulatedCycles {
                     harness_core::task::Better::Lower
                 } else {
                     b.better
@@ -322,7 +314,7 @@ impl<'a> Measurement<'a> {
         let members = self.members(left);
         let order = round_order(&members, self.p.round);
         // Simulated: the same input every time (the count is the figure, not a sample of it).
-        let seed = if schedule.criterion == Criterion::Simulated {
+        let seed = if schedule.criterion.figure() == Figure::SimulatedCycles {
             harness_core::stats::derive_seed(self.input.rule.seed, &[&task.id])
         } else {
             run::round_seed()
@@ -333,7 +325,7 @@ impl<'a> Measurement<'a> {
             seed: Some(seed),
         });
         let mut data = RoundData::default();
-        let simulated = schedule.criterion == Criterion::Simulated;
+        let simulated = schedule.criterion.figure() == Figure::SimulatedCycles;
         // No image build of this run beside a timed round (a count does not care).
         let _no_build = if simulated {
             None
@@ -496,7 +488,7 @@ impl<'a> Measurement<'a> {
             None => None,
         };
         let output_limit = self.input.task.resources.bench_output_limit();
-        let simulate = self.input.rule.criterion == Criterion::Simulated;
+        let simulate = self.input.rule.criterion.figure() == Figure::SimulatedCycles;
         let exec_started = Instant::now();
         // A warmup's figure is discarded: one repetition warms the container as well as three.
         let warmup = self.p.round < self.input.schedule.warmup_rounds;
@@ -631,7 +623,7 @@ impl<'a> Measurement<'a> {
                 self.p.done.insert(label, format!("{paired} rounds"));
                 continue;
             }
-            if self.input.rule.criterion != Criterion::Strict || j.intervals.is_none() {
+            if !self.input.rule.criterion.adaptive() || j.intervals.is_none() {
                 continue;
             }
             let th = &self.input.rule.thresholds;
@@ -678,7 +670,7 @@ impl<'a> Measurement<'a> {
                 continue;
             }
             for bench in &self.input.task.benches {
-                if self.input.rule.criterion == Criterion::Simulated {
+                if self.input.rule.criterion.figure() == Figure::SimulatedCycles {
                     break; // the figure is a count, not what the bench printed
                 }
                 if let Some(unit) = bench.metric_unit_s

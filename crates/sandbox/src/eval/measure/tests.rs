@@ -1,5 +1,7 @@
 use super::disturb::{gpu_disturbance, run_gpu};
 use super::*;
+use harness_core::criterion::Criterion;
+use harness_core::criterion::strict::{DEFAULT_REPETITIONS, DEFAULT_REPLICAS};
 use harness_core::task::Metric;
 
 fn run(wall: f64, cpu: f64, throttled: Option<u64>) -> RunRecord {
@@ -128,7 +130,7 @@ fn energy_per_round_and_ratios() {
         variants: vec!["base".into(), "human".into(), "s0".into()],
         benches: Vec::new(),
         schedule: Schedule {
-            criterion: Criterion::Strict,
+            criterion: Criterion::STRICT,
             warmup_rounds: 0,
             min_rounds: 1,
             max_rounds: 2,
@@ -209,7 +211,7 @@ fn schedules_from_task_and_command_line() {
         replicas: None,
         repetitions: None,
     };
-    let s = schedule(&task, &rule(Criterion::Strict), &none, Some("1".into()));
+    let s = schedule(&task, &rule(Criterion::STRICT), &none, Some("1".into()));
     // Two warmups in each of the default three containers.
     assert_eq!(s.replicas, DEFAULT_REPLICAS);
     assert_eq!(
@@ -221,7 +223,7 @@ fn schedules_from_task_and_command_line() {
     assert_eq!(s.cpuset.as_deref(), Some("1"));
     assert_eq!(s.repetitions, DEFAULT_REPETITIONS);
     // gso: a fixed number of rounds, every one counted, as GSO does.
-    let g = schedule(&task, &rule(Criterion::Gso), &none, None);
+    let g = schedule(&task, &rule(Criterion::GSO), &none, None);
     assert_eq!(
         (g.warmup_rounds, g.min_rounds, g.max_rounds, g.repetitions),
         (0, 10, 10, 1)
@@ -235,7 +237,7 @@ fn schedules_from_task_and_command_line() {
         replicas: None,
         repetitions: Some(2),
     };
-    let c = schedule(&task, &rule(Criterion::Strict), &cli, None);
+    let c = schedule(&task, &rule(Criterion::STRICT), &cli, None);
     assert_eq!(
         (c.min_rounds, c.max_rounds, c.max_seconds, c.repetitions),
         (4, 4, 5.0, 2)
@@ -288,7 +290,7 @@ fn rounds_rotate_and_samples_stop_when_decided() {
         }
     }
     let strict = Schedule {
-        criterion: Criterion::Strict,
+        criterion: Criterion::STRICT,
         warmup_rounds: 1,
         min_rounds: 10,
         max_rounds: 30,
@@ -312,7 +314,7 @@ fn rounds_rotate_and_samples_stop_when_decided() {
         "budget spent: inconclusive"
     );
     let gso = Schedule {
-        criterion: Criterion::Gso,
+        criterion: Criterion::GSO,
         max_rounds: 10,
         ..strict
     };
