@@ -13,7 +13,7 @@ SUITE="${DEBIAN_SUITE:-bookworm}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # valgrind: the simulated criterion's CPU simulator (cachegrind).
 PACKAGES="python3,python3-pytest,git,patch,ca-certificates,valgrind"
-# Raise with PACKAGES (and BASE_IMAGE_VERSION in src/sandbox/docker/image.rs).
+# Raise with PACKAGES (and BASE_IMAGE_VERSION in crates/sandbox/src/docker/image.rs).
 VERSION=3
 
 current() {

@@ -7,7 +7,7 @@
 The floors are crates (telemetry < core < store < sandbox < harness): an import from a floor
 above does not compile. What is left to check here:
   - no circle between the files of a crate, nor between its folders (a module folder such as
-    app/report/ counted as one node);
+    app/export/ counted as one node);
   - harness-core's dependency tree holds no tokio, clap or bollard, and harness-store's and
     harness-telemetry's no tokio, clap or bollard either (`cargo tree -e normal`);
   - no source file over 800 lines (tests/ aside), no Rust function over 120 lines (test

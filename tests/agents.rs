@@ -3,11 +3,9 @@
 //! prefix with `--patch`, `--predictions` and `--agent`; and the secret the agent is given
 //! stays out of every image, log, report and predictions file.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 const SECRET: &str = "test-secret-7f3a9c1e";
 

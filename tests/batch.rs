@@ -2,11 +2,9 @@
 //! example tasks in one batch folder, each entry's reports in its own run folder, both
 //! ranked in batch.json; the same command again reuses every sample.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// demo-agent's rows for the chosen tasks, and a second model "weak" made of the same rows
 /// with every patch that passes replaced by an empty one.

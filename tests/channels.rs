@@ -12,11 +12,9 @@
 //! segment handed to root, TCP connections in TIME_WAIT) and three more were caught only
 //! after the fact, failing the run (xattrs, mode, mtime of a file the install left).
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn no_timed_run_sees_what_an_earlier_run_left() {

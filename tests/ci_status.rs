@@ -1,12 +1,10 @@
 //! `harness status`, `harness report --junit/--fail-under` on a synthetic run folder written
 //! with the library's own types (`RunInfo`, `SampleReport`, `write_json`): no Docker.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{harness, run};
+use crate::common::{harness, run};
 use harness::core::criterion::Criterion;
 use harness::core::metrics::{OptStats, Thresholds};
 use harness::core::records::{ExpectedSample, PhaseSeconds, RunInfo, SampleReport};

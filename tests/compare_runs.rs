@@ -2,9 +2,7 @@
 //! tie on every task (the spread between runs is part of the interval), a variant a third
 //! slower is found, and two runs under one id are told apart.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// Base's loop, unchanged in speed: the sample every run of this test submits.
 const SAME: &str = "def work(n):\n    total = 0\n    for i in range(n):\n        total += sum([i * i])\n    return total\n";

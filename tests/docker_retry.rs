@@ -2,10 +2,8 @@
 //! the run's results are those of an undisturbed run; a failure that outlasts the retries
 //! makes that sample `error` (retried on resume), never a crash, and leaves no container.
 
-mod common;
-
-use common::proxy::{Drop, FlakyProxy};
-use common::*;
+use crate::common::proxy::{Drop, FlakyProxy};
+use crate::common::*;
 
 const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 

@@ -2,12 +2,10 @@
 //! sample gets the outcome it was designed to have, and running it again builds nothing,
 //! re-runs nothing and writes the same reports.
 
-mod common;
-
 use std::path::Path;
 
-use common::browser;
-use common::*;
+use crate::common::browser;
+use crate::common::*;
 
 /// (instance, sample, status, opt_base, opt_commit, apply strategy) as designed in
 /// tasks/_predictions/EXPECTED.md.

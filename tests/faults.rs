@@ -1,11 +1,9 @@
 //! Faults against the real daemon: bench timeouts, memory hogs, broken tasks, bad input,
 //! Ctrl-C. After each, no container of the run is left.
 
-mod common;
-
 use std::process::Stdio;
 
-use common::*;
+use crate::common::*;
 
 fn status_of(results: &std::path::Path, run: &str, id: &str, sample: usize) -> serde_json::Value {
     read_json(

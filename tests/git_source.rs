@@ -2,11 +2,9 @@
 //! with a setup command: `harness build` makes its image once (setup ran in /testbed, before
 //! the base commit), and a sample is evaluated against it.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn git(dir: &std::path::Path, args: &[&str]) {
     let st = Command::new("git")

@@ -2,12 +2,10 @@
 //! container's inspect data), and a dataset mixing CPU and GPU tasks, where the GPU task gets
 //! one clear message (`error`, or `skipped` with `--skip-gpu`) and the CPU task finishes.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::standin::{Nvml, R, UUID0, UUID1, device, script, standin};
-use common::*;
+use crate::common::standin::{Nvml, R, UUID0, UUID1, device, script, standin};
+use crate::common::*;
 use harness::core::task::Resources;
 use harness::sandbox::docker::Engine;
 use harness::sandbox::docker::container::Sandbox;
@@ -210,7 +208,7 @@ fn nvml_answering_without_the_nvidia_runtime_is_named_as_such() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let nvml = common::standin::standin(
+    let nvml = crate::common::standin::standin(
         "driver 550.54.15\nnvml 12.550.54.15\ndevice GPU-11111111-2222-3333-4444-555555555555 NVIDIA H100 80GB HBM3\n\
          reading gpu=50 mem=10 used=1073741824 total=85899345920 power_mw=300000 sm=1980 memclk=2619 temp=40 throttle=0x0\n",
     );
@@ -482,7 +480,7 @@ fn gpu_probe_without_nvml_says_so_and_runs_nothing() {
 fn gpu_check_script_without_a_driver_fails_plainly() {
     let out = tempfile::tempdir().unwrap();
     let output = std::process::Command::new("bash")
-        .arg(common::repo_root().join("scripts/gpu-check.sh"))
+        .arg(crate::common::repo_root().join("scripts/gpu-check.sh"))
         .arg(out.path().join("check"))
         .env("HARNESS", env!("CARGO_BIN_EXE_harness"))
         .env("HARNESS_NVML_LIB", out.path().join("no-libnvidia-ml.so.1"))

@@ -1,11 +1,9 @@
 //! GSO's inputs as GSO users have them, against the real daemon: rollout files named
 //! `<model>-run_i` evaluated as K samples of one model.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// demo-agent's prediction of `id`, sample `sample`, renamed as GSO names a rollout.
 fn rollout_row(id: &str, sample: u64, name: &str) -> String {

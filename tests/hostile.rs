@@ -4,11 +4,9 @@
 //! the harness's memory stays bounded, no container is left and no file appears outside
 //! the containers.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 struct Row {
     instance: String,

@@ -4,12 +4,10 @@
 //! it; the real binary lists them (`harness tasks`, which every command's loading shares) and
 //! imports a GSO row. Each gets the outcome the table gives it, and no marker file appears.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// The table of HOSTILE.md under its `| dataset task` header: (task, expected).
 fn expected() -> Vec<(String, String)> {

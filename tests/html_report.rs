@@ -4,10 +4,8 @@
 //! or a test log holds is shown as text, never run. (The shipped examples' page is checked
 //! in tests/examples.rs, on the run that test makes.)
 
-mod common;
-
-use common::browser;
-use common::*;
+use crate::common::browser;
+use crate::common::*;
 
 /// The network-request and console detectors see what they must: a page that loads an
 /// image over HTTP and throws is caught (so an empty list below means something).

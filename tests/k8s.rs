@@ -3,12 +3,10 @@
 //! kubernetes-validate, offline; no cluster runs here. `.ci/run` makes its virtualenv
 //! (target/kv-venv) when missing.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn validator() -> Option<PathBuf> {
     let path = repo_root().join("target/kv-venv/bin/kubernetes-validate");

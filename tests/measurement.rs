@@ -2,11 +2,9 @@
 //! is decided when the budget grows, and the containers measured are pinned to the run's
 //! exclusive cores (seen in their inspect data while the run measures).
 
-mod common;
-
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::common::*;
 
 const MEDIUM: &str = "def work(n):\n    total = 0\n    for i in range(n // 3):\n        total += sum([i * i])\n    return (n - 1) * n * (2 * n - 1) // 6\n";
 

@@ -3,12 +3,10 @@
 //! `harness view` serving it, `harness status` listing the run. The commands are taken from
 //! the README's own code blocks, so a README that drifts from the program fails here.
 
-mod common;
-
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// The README's `sh` code block that holds `needle`, as one command line.
 fn readme_command(needle: &str) -> String {

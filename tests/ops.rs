@@ -3,12 +3,10 @@
 //! `--junit` / `--fail-under` on a run that starts no container (a GPU task on this GPU-less
 //! host).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn json_of(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
@@ -135,7 +133,7 @@ fn doctor_sees_gpus_through_nvml() {
     if !docker_available("doctor_sees_gpus_through_nvml") {
         return;
     }
-    let nvml = common::standin::standin(
+    let nvml = crate::common::standin::standin(
         "driver 550.54.15\nnvml 12.550.54.15\ndevice GPU-11111111-2222-3333-4444-555555555555 NVIDIA H100 80GB HBM3\n\
          reading gpu=0 mem=0 used=0 total=85899345920 power_mw=0 sm=0 memclk=0 temp=0 throttle=0x0\n",
     );

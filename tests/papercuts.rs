@@ -2,9 +2,7 @@
 //! fixed. None of these needs Docker; where a command must stop before the engine, the
 //! engine's address points nowhere, so reaching it would show in the error.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// The harness with a Docker address that answers nothing.
 fn offline() -> std::process::Command {

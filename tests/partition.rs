@@ -3,12 +3,10 @@
 //! compared with the whole run; and every refusal of merge, on run folders written with the
 //! library's own types (no Docker).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use harness::core::criterion::Criterion;
 use harness::core::metrics::Thresholds;
 use harness::core::partition::PartitionInfo;

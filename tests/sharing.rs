@@ -3,9 +3,7 @@
 //! one whose Python files differ from it only in comments and layout (equal syntax trees);
 //! a tree that differs by one byte of code, or only in a file's mode, is measured.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn identical_trees_share_timings_and_different_ones_do_not() {

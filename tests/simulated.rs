@@ -2,11 +2,9 @@
 //! cachegrind (estimated cycles), the same number on a second run, GSO's thresholds on it;
 //! refused where it does not apply.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 const HIDDEN_CHILD: &str = "import subprocess, sys\n\ndef work(n):\n    code = 'total = 0\\nfor i in range(%d):\\n    total += sum([i * i])\\nprint(total)\\n' % n\n    out = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout\n    return int(out)\n";
 

@@ -4,13 +4,11 @@
 //! merged run's verdicts equal one whole run's, `harness status` sees every part done, and
 //! no Slurm daemon or job is left behind.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// The cluster, stopped when dropped.
 struct Cluster {

@@ -7,13 +7,11 @@
 //! its own script (`nvml-standin.script`): a copy is a separate file, so `dlopen` gives each test a
 //! fresh instance with its own state, and tests can run in parallel.
 
-mod common;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::standin::{
+use crate::common::standin::{
     BASE, Nvml, R, UUID0, UUID1, device, install, script, standin, standin_lib_without_power,
 };
 

@@ -4,9 +4,7 @@
 //! changed, and reports left complete-looking by a killed run. (The catalogue rows of
 //! tests/hostile.rs cover the rest.)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// Base's code, plus, when run as the bench, a burner that outlives the run where `ps` shows
 /// a zombie: a double-forked child starts a thread and ends only its main thread. The thread

@@ -8,7 +8,7 @@ fn main() {
     embed_container_programs();
 }
 
-/// The table of every file the harness puts into a task container (`src/sandbox/assets.rs`
+/// The table of every file the harness puts into a task container (`src/assets.rs`
 /// includes it): the supervisor, and every file under `harness/` (the in-container programs)
 /// with its own executable bit, walked here so that no file can be added there and left
 /// out of the containers or the result key.

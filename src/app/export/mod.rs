@@ -1,6 +1,6 @@
 //! Every report file, made from what is saved in a run folder and nothing else, so `harness
 //! report` (`app::report`) regenerates exactly what the run wrote. One [`Exporter`] per file format, each
-//! in its own file, registered in [`exporters`]; the names are `core::results::names`'.
+//! in its own file, registered in [`exporters`]; the names are `store::run_folder::names`'.
 
 mod csv;
 mod gso;

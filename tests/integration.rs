@@ -1,0 +1,32 @@
+//! Every integration test, in one binary (ripgrep's `tests/tests.rs`): one link of the
+//! harness instead of one per file. Each module is one area, against the real Docker daemon
+//! where it needs one: `cargo test --test integration gso::` runs one area,
+//! `cargo test --test integration gso::a_faithful` one test.
+
+mod common;
+
+mod agents;
+mod batch;
+mod channels;
+mod ci_status;
+mod compare_runs;
+mod docker_retry;
+mod examples;
+mod faults;
+mod git_source;
+mod gpu;
+mod gso;
+mod hostile;
+mod hostile_datasets;
+mod html_report;
+mod k8s;
+mod measurement;
+mod newcomer;
+mod ops;
+mod papercuts;
+mod partition;
+mod sharing;
+mod simulated;
+mod slurm;
+mod telemetry;
+mod trust;
