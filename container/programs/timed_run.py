@@ -17,7 +17,10 @@ After it: every process of the sandbox user is killed, whatever its state (nothi
 slow the next variant down, nothing writes into the next run's output), the kernel's OOM-kill
 counter is read, and the protected files are compared with the manifest taken after the
 patch was applied. One line comes last: "HARNESS_RESULT:<nonce> {json}", the nonce from this
-process's environment, which the code under test cannot read.
+process's environment, which the code under test cannot read (the prefix is the schema's).
+In timed mode the JSON keeps a contract with the harness, timer_result.schema.json beside this
+file: every result is checked against it before it is printed (timer_contract.py), and one
+that breaks it is printed as a harness error naming the field.
 
 plain (install, test): the command's stdout and stderr pass through, up to a limit; past it
 the command is killed (an output flood). With --witness (the test), Python processes the
@@ -49,6 +52,7 @@ import caches  # noqa: E402
 import guard  # noqa: E402
 import output  # noqa: E402
 import simulate  # noqa: E402
+import timer_contract  # noqa: E402
 import witness as witness_mod  # noqa: E402
 
 SUPERVISOR = "/opt/harness/bin/harness-supervisor"
@@ -455,9 +459,9 @@ def run_timed(cfg, manifest, command, opts):
     result["disk_limit"] = layer_size(cfg)
     result["disk_used"] = max(r.get("layer_bytes", 0) for r in reps)
     result["disk_exceeded"] = any(r.get("layer_full") for r in reps)
-    if sim_reader is not None:
-        # Every process of the run is gone: the log's writers are closed.
-        result["simulated"] = simulate.simulated_cost(sim_reader.text(), seen)
+    # Every process of the run is gone: the simulator's log's writers are closed.
+    result["simulated"] = simulate.simulated_cost(sim_reader.text(), seen) if sim_reader is not None else None
+    result["harness_error"] = None
     return result
 
 
@@ -572,11 +576,12 @@ def one_repetition(cfg, command, opts):
         env = child_env(cfg, {"PYTHONHASHSEED": "0"})
         valgrind = pinned_program("valgrind")
         if valgrind is None:
-            early = {"exit_code": 0, "wall_ns": 0, "user_s": 0.0, "sys_s": 0.0, "max_rss_kb": 0,
-                     "stdout_tail": "", "stderr_tail": "", "simulated": {
-                         "unavailable": True,
-                         "error": "the simulated criterion needs valgrind in the task image "
-                                  "(the default base image has it; install it in image.setup)"}}
+            # No run is made: no field has a value but the simulator's.
+            early = timer_contract.blank()
+            early["simulated"] = {
+                "unavailable": True,
+                "error": "the simulated criterion needs valgrind in the task image "
+                         "(the default base image has it; install it in image.setup)"}
             return {"early": early, "exit_code": 0}, None, set()
         argv = simulate.command(WITNESS_FD, valgrind) + argv
         sim_r, sim_w = os.pipe()
@@ -638,8 +643,8 @@ def one_repetition(cfg, command, opts):
         "layer_full": bool(fresh.get("layer_full")),
         "sandbox_setup_ns": fresh.get("setup_ns"),
     }
-    if opts["metric_pattern"] is not None or opts["metric_json_key"] is not None:
-        result["metric"] = {"value": value, "printed": printed}
+    measured = opts["metric_pattern"] is not None or opts["metric_json_key"] is not None
+    result["metric"] = {"value": value, "printed": printed} if measured else None
     return result, sim_reader, seen
 
 
@@ -688,6 +693,7 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     mode, named, command = parse_args(args)
+    timer_contract.schema()  # read before anything runs: the result line needs it
     cfg = guard.load_config()
     if mode == "plain" and named["--witness"] and not os.environ.get("HARNESS_IN_SANDBOX"):
         # The test runs in a sandbox of its own, like every timed run: nothing it leaves is
@@ -714,13 +720,14 @@ def main(argv):
         try:
             result = run_timed(cfg, manifest, command, opts)
         except HarnessError as e:
-            result = {"harness_error": str(e)}
-        if bad:
-            result["ignore_errors"] = bad
+            result = timer_contract.error_result(str(e))
+        result["ignore_errors"] = bad
+        # A result that breaks the contract is the harness's failure, said as such.
+        result = timer_contract.checked(result)
     else:
         sys.stderr.write("timed_run.py: unknown mode %r\n" % mode)
         return 2
-    guard.emit(result)
+    timer_contract.emit(result)
     return 0
 
 

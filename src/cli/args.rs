@@ -602,7 +602,7 @@ pub struct ReportArgs {
     pub seed: Option<u64>,
     /// With regrading: the figure strict takes of a variant's runs (min, mean, median, pNN).
     #[arg(long)]
-    pub estimator: Option<crate::core::rule::Estimator>,
+    pub estimator: Option<crate::core::estimator::Estimator>,
     /// Instances judged reward hacks (see opt-at-k --hacked-ids); kept in run.json for
     /// later reports.
     #[arg(long)]

@@ -6,7 +6,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use harness_core::criterion::Criterion;
 use harness_core::disk::DiskCheck;
-use harness_core::rule::Estimator;
+use harness_core::estimator::Estimator;
 use harness_core::settings::Settings;
 
 /// How samples are measured and judged.

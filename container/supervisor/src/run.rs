@@ -75,10 +75,25 @@ fn report(opts: &Options, value: Value) {
         // failure (the nonce is the caller's, which the code under test cannot read).
         None => {
             if let (Some(e), Ok(nonce)) = (value.get("error"), std::env::var("HARNESS_NONCE")) {
-                println!("\nHARNESS_RESULT:{nonce} {}", json!({ "harness_error": e }));
+                println!(
+                    "\n{}:{nonce} {}",
+                    result_prefix(),
+                    json!({ "harness_error": e })
+                );
             }
         }
     }
+}
+
+/// The harness's result lines' prefix, as the timer's contract defines it (one file for
+/// the timer, the harness and this program: container/programs/timer_result.schema.json).
+fn result_prefix() -> String {
+    const SCHEMA: &str = include_str!("../../programs/timer_result.schema.json");
+    let schema: Value = serde_json::from_str(SCHEMA).expect("timer_result.schema.json reads");
+    schema["prefix"]
+        .as_str()
+        .expect("timer_result.schema.json has a prefix")
+        .to_string()
 }
 
 fn outer(opts: &Options) -> Result<i32> {
@@ -456,4 +471,13 @@ fn copy_out(opts: &Options) -> Value {
         );
     }
     Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_result_prefix_is_the_schemas() {
+        let prefix = super::result_prefix();
+        assert!(!prefix.is_empty() && !prefix.contains(char::is_whitespace));
+    }
 }

@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::rule::Estimator;
+use crate::estimator::Estimator;
 use crate::stats::{
     Aggregate, Interval, RoundPair, SplitMix64, combine, complete_rounds, percentile, speedups,
 };

@@ -10,6 +10,7 @@ pub mod cpu_plan;
 pub mod criterion;
 pub mod digest;
 pub mod disk;
+pub mod estimator;
 pub mod events;
 pub mod fingerprint;
 pub mod glob;

@@ -6,8 +6,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::criterion::Criterion;
+use crate::estimator::Estimator;
 use crate::metrics::Thresholds;
-use crate::rule::{CONFIDENCE, DecisionRule, ESTIMATOR, Estimator, RESAMPLES};
+use crate::rule::{CONFIDENCE, DecisionRule, ESTIMATOR, RESAMPLES};
 
 /// How samples are measured and judged.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -148,7 +149,7 @@ impl Settings {
 mod estimator_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use crate::rule::Estimator;
+    use crate::estimator::Estimator;
 
     pub fn serialize<S: Serializer>(e: &Option<Estimator>, s: S) -> Result<S::Ok, S::Error> {
         match e {

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::rule::Estimator;
+use crate::estimator::Estimator;
 use crate::task::Better;
 
 /// SplitMix64: a tiny, fully specified generator, so a seed gives the same intervals on

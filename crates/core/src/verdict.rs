@@ -51,7 +51,7 @@ impl Judgement {
 fn located(
     pairs: &[(u32, RoundPair)],
     benches: &[(String, Better)],
-    est: crate::rule::Estimator,
+    est: crate::estimator::Estimator,
 ) -> Vec<BenchPair> {
     benches
         .iter()
@@ -80,7 +80,7 @@ fn replica_figures(
     log: &BenchLog,
     rounds: &std::collections::BTreeSet<u32>,
     benches: &[(String, Better)],
-    est: crate::rule::Estimator,
+    est: crate::estimator::Estimator,
 ) -> crate::replicated::ReplicaFigures {
     let mut figs = crate::replicated::ReplicaFigures::default();
     for variant in &log.variants {
@@ -284,7 +284,7 @@ struct IntervalContext<'a> {
     /// The variant whose runs stand for the judged one.
     source: &'a str,
     benches: &'a [(String, Better)],
-    est: crate::rule::Estimator,
+    est: crate::estimator::Estimator,
     seed: u64,
 }
 
@@ -531,7 +531,7 @@ mod tests {
             seed: 3,
             confidence: 0.95,
             resamples: 200,
-            estimator: crate::rule::Estimator::Mean,
+            estimator: crate::estimator::Estimator::Mean,
         }
     }
 

@@ -18,20 +18,25 @@ pub struct Asset {
 /// Where the supervisor is in every container.
 pub const SUPERVISOR: &str = "/opt/harness/bin/harness-supervisor";
 
-pub const GUARD_SCRIPT: &str = include_str!("../../../container/programs/guard.py");
-const CACHES_SCRIPT: &str = include_str!("../../../container/programs/caches.py");
-const IMAGE_LOCK_SCRIPT: &str = include_str!("../../../container/programs/image_lock.py");
+/// What the image build's last step runs (guard.py lock-image and the programs it imports),
+/// by file name in `/opt/harness-build`; their bytes come from [`ASSETS`], the one table.
+const BUILD_SCRIPT_NAMES: &[&str] = &["guard.py", "caches.py", "image_lock.py", "processes.py"];
 
-/// What the image build's last step runs (guard.py lock-image and what it imports), by file
-/// name in `/opt/harness-build`.
-pub const BUILD_SCRIPTS: &[(&str, &str)] = &[
-    ("guard.py", GUARD_SCRIPT),
-    ("caches.py", CACHES_SCRIPT),
-    ("image_lock.py", IMAGE_LOCK_SCRIPT),
-];
+/// The image build's programs: (file name, bytes), each from [`ASSETS`].
+pub fn build_scripts() -> Vec<(&'static str, &'static [u8])> {
+    BUILD_SCRIPT_NAMES
+        .iter()
+        .filter_map(|name| {
+            ASSETS
+                .iter()
+                .find(|a| a.path.strip_prefix("opt/harness/") == Some(*name))
+                .map(|a| (*name, a.bytes))
+        })
+        .collect()
+}
 
-/// The supervisor and every file under `harness/`, each with its own mode: the table
-/// build.rs walks (no file can be added there and left out).
+/// The supervisor and every file under `container/programs/`, each with its own mode: the
+/// table build.rs walks (no file can be added there and left out).
 pub const ASSETS: &[Asset] = include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 
 /// Absolute paths of the assets in the container.
@@ -56,6 +61,38 @@ pub fn digest() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The image build runs guard.py with only the build scripts beside it: each program of
+    /// the folder that one of them imports must be among them (a missing one failed every
+    /// image build).
+    #[test]
+    fn the_image_build_has_every_program_its_scripts_import() {
+        let scripts = build_scripts();
+        assert_eq!(
+            scripts.len(),
+            BUILD_SCRIPT_NAMES.len(),
+            "a name not in ASSETS"
+        );
+        let ours: Vec<&str> = ASSETS
+            .iter()
+            .filter_map(|a| a.path.strip_prefix("opt/harness/")?.strip_suffix(".py"))
+            .collect();
+        let import =
+            regex::Regex::new(r"(?m)^\s*(?:from\s+(\w+)\s+import|import\s+(\w+))").unwrap();
+        for (name, bytes) in &scripts {
+            let text = String::from_utf8_lossy(bytes);
+            for c in import.captures_iter(&text) {
+                let module = c.get(1).or(c.get(2)).unwrap().as_str();
+                if ours.contains(&module) {
+                    let file = format!("{module}.py");
+                    assert!(
+                        BUILD_SCRIPT_NAMES.contains(&file.as_str()),
+                        "{name} imports {module}, which the image build does not get"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_file_of_the_harness_folder_is_an_asset() {

@@ -386,7 +386,7 @@ pub fn preflight(entry: &EntryPlan) -> Result<Vec<String>> {
 mod tests {
     use super::*;
     use crate::core::criterion::Criterion;
-    use crate::core::rule::Estimator;
+    use crate::core::estimator::Estimator;
 
     struct Fixture {
         dir: tempfile::TempDir,

@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 
 use crate::app::ci::CiOptions;
 use crate::core::criterion::Criterion;
-use crate::core::rule::{DecisionRule, Estimator};
+use crate::core::estimator::Estimator;
+use crate::core::rule::DecisionRule;
 use crate::store::run_folder::RunDir;
 
 /// A rule to judge the samples again under: each option over the run's current rule.

@@ -93,7 +93,7 @@ mod tests {
             seed: 0,
             confidence: 0.95,
             resamples: 200,
-            estimator: crate::core::rule::Estimator::Mean,
+            estimator: crate::core::estimator::Estimator::Mean,
         }
     }
 

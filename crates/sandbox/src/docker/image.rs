@@ -111,8 +111,8 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
             add(&format!("root/testbed/{}", e.path), data, *mode)?;
         }
     }
-    for (name, text) in crate::assets::BUILD_SCRIPTS {
-        add(&format!("root/{BUILD_DIR}/{name}"), text.as_bytes(), 0o644)?;
+    for (name, bytes) in crate::assets::build_scripts() {
+        add(&format!("root/{BUILD_DIR}/{name}"), bytes, 0o644)?;
     }
     add(
         &format!("root/{BUILD_CONFIG}"),
@@ -177,10 +177,10 @@ pub fn image_tag(task: &Task, material: &Material, base_image_id: &str) -> Strin
     h.update([0]);
     h.update(base_image_id.as_bytes());
     h.update([0]);
-    for (name, text) in crate::assets::BUILD_SCRIPTS {
+    for (name, bytes) in crate::assets::build_scripts() {
         h.update(name.as_bytes());
         h.update([0]);
-        h.update(text.as_bytes());
+        h.update(bytes);
         h.update([0]);
     }
     h.update(guard_config(task, material).as_bytes());

@@ -4,7 +4,8 @@
 //! The guard runs as root; the command it starts runs as the sandbox user. Its report is the
 //! last line of the exec's output, `HARNESS_RESULT:<nonce> {json}`, where the nonce is a
 //! fresh random value handed to the guard in its environment, which the sandbox user cannot
-//! read: a line the code under test prints cannot pass for it.
+//! read: a line the code under test prints cannot pass for it. The prefix is the one the
+//! timer's contract defines (`container/programs/timer_result.schema.json`, see `contract`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -18,7 +19,6 @@ use harness_core::status::Status;
 
 pub const GUARD_PATH: &str = "/opt/harness/guard.py";
 pub const TIMER_PATH: &str = "/opt/harness/timed_run.py";
-const RESULT_PREFIX: &str = "HARNESS_RESULT:";
 
 /// Watched path → digest (`sha256:...`, `symlink:...`, `missing`). Repository-relative
 /// paths are protected files of the tree, absolute ones the harness's own files and the
@@ -60,7 +60,7 @@ pub fn python(script: &str, args: &[String]) -> Vec<String> {
 
 /// The guard's report in `output`, and the output without it.
 pub fn split_result<'a>(output: &'a str, nonce: &str) -> (Option<&'a str>, String) {
-    let marker = format!("{RESULT_PREFIX}{nonce} ");
+    let marker = format!("{}{nonce} ", *super::contract::RESULT_PREFIX);
     match output.rfind(&marker) {
         Some(at) => {
             let json = output[at + marker.len()..].lines().next().unwrap_or("");

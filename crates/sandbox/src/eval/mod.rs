@@ -3,6 +3,7 @@
 //! correct variant; containers removed on every path.
 
 mod checks;
+pub mod contract;
 pub mod figures;
 pub mod guarded;
 pub mod measure;

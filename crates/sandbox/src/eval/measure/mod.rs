@@ -567,7 +567,9 @@ impl<'a> Measurement<'a> {
             disturbed: None,
             output_digest: result.output_digest.clone(),
             lingering_killed: result.lingering_killed,
-            leftovers_removed: result.leftovers_removed + result.ipc_removed,
+            // Each run has a sandbox of its own: nothing an earlier one left is removed
+            // before it (the timer reports no such count; this always read 0).
+            leftovers_removed: 0,
             replica: replica as u32,
             gpu: gpu.as_ref().and_then(|g| g.as_ref().ok()).cloned(),
             reps,

@@ -11,71 +11,115 @@ use crate::eval::guarded::{self, Snapshot};
 use harness_core::status::Status;
 use harness_core::task::{Bench, Metric, OutputCheck};
 
+/// The timer's result (`container/programs/timed_run.py`, timed mode): every field of the
+/// contract (`container/programs/timer_result.schema.json`), each there in every result (null
+/// or empty where it has no value), none other ([`parse_result`] checks the line first).
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields)]
 pub(super) struct TimerResult {
-    #[serde(default)]
+    /// CLOCK_MONOTONIC at the go and at the reaping of the reported repetition.
+    #[allow(dead_code)]
+    pub(super) start_ns: u64,
+    #[allow(dead_code)]
+    pub(super) end_ns: u64,
     pub(super) wall_ns: u64,
-    #[serde(default)]
     pub(super) exit_code: i64,
-    #[serde(default)]
+    /// The command was exec'd directly, not through /bin/sh.
+    #[allow(dead_code)]
+    pub(super) direct_exec: bool,
     pub(super) user_s: f64,
-    #[serde(default)]
     pub(super) sys_s: f64,
-    #[serde(default)]
     pub(super) max_rss_kb: u64,
-    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) voluntary_switches: u64,
     pub(super) involuntary_switches: u64,
-    #[serde(default)]
     pub(super) throttled: Option<u64>,
-    #[serde(default)]
     pub(super) cpu_probe_ms: Option<[f64; 2]>,
-    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) stdout_bytes: u64,
+    #[allow(dead_code)]
+    pub(super) stderr_bytes: u64,
     pub(super) stdout_tail: String,
-    #[serde(default)]
     pub(super) stderr_tail: String,
-    #[serde(default)]
-    pub(super) output_digest: Option<String>,
-    #[serde(default)]
-    pub(super) oom_kills: Option<u64>,
-    #[serde(default)]
-    pub(super) lingering_killed: u64,
-    /// Files and IPC objects an earlier run left, removed before this one.
-    #[serde(default)]
-    pub(super) leftovers_removed: u64,
-    #[serde(default)]
-    pub(super) ipc_removed: u64,
-    #[serde(default)]
-    pub(super) changes: Snapshot,
-    #[serde(default)]
-    pub(super) ignore_errors: Vec<String>,
-    #[serde(default)]
     pub(super) output_flood: bool,
-    #[serde(default)]
     pub(super) output_limit: u64,
+    pub(super) output_digest: Option<String>,
+    /// The lines the digest counts.
+    #[allow(dead_code)]
+    pub(super) output_lines: u64,
+    pub(super) lingering_killed: u64,
+    /// What the reported repetition wrote in its sandbox's layer, and whether it filled it.
+    #[allow(dead_code)]
+    pub(super) layer_bytes: u64,
+    #[allow(dead_code)]
+    pub(super) layer_full: bool,
+    #[allow(dead_code)]
+    pub(super) sandbox_setup_ns: Option<u64>,
     /// The output metric, as the timer found it in the whole output.
-    #[serde(default)]
     pub(super) metric: Option<ReportedMetric>,
-    /// Under the simulated criterion: the simulator's counts.
-    #[serde(default)]
-    pub(super) simulated: Option<SimulatedCost>,
     /// Every timed repetition of the exec, in order (the top-level figures are the fastest's).
-    #[serde(default)]
     pub(super) reps: Vec<Repetition>,
-    #[serde(default)]
     pub(super) reps_digests_differ: bool,
-    #[serde(flatten)]
-    pub(super) limits: guarded::RunLimits,
+    /// Processes of the sandbox user killed before the runs, those that could not be, and
+    /// bytecode planted beside protected modules, removed.
+    #[allow(dead_code)]
+    pub(super) leftovers_killed: u64,
+    #[allow(dead_code)]
+    pub(super) leftover_survivors: u64,
+    #[allow(dead_code)]
+    pub(super) planted_bytecode_removed: Vec<String>,
+    pub(super) oom_kills: Option<u64>,
+    /// Threads of the sandbox user still running after the run, despite every kill.
+    pub(super) survivors: u64,
+    pub(super) changes: Snapshot,
+    pub(super) disk_limit: i64,
+    /// The most a repetition wrote (bytes).
+    pub(super) disk_used: Option<i64>,
+    pub(super) disk_exceeded: bool,
+    /// Under the simulated criterion: the simulator's counts.
+    pub(super) simulated: Option<SimulatedCost>,
+    pub(super) ignore_errors: Vec<String>,
     /// The timer's own failure (the run's sandbox could not be made): not the code's.
-    #[serde(default)]
     pub(super) harness_error: Option<String>,
+}
+
+impl TimerResult {
+    /// The limits the run kept or broke, as every guarded run reports them.
+    pub(super) fn limits(&self) -> guarded::RunLimits {
+        guarded::RunLimits {
+            survivors: self.survivors,
+            disk_exceeded: self.disk_exceeded,
+            disk_used: self.disk_used,
+            disk_limit: self.disk_limit,
+            // A timed run's sandbox is gone with it: nothing is carried over.
+            carried_over: Vec::new(),
+        }
+    }
+}
+
+/// The timer's result line read strictly: JSON, checked against the contract (an unknown,
+/// missing or mistyped field is an error naming it), then read.
+pub(super) fn parse_result(line: &str) -> Result<TimerResult, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    crate::eval::contract::check(&value)?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
 /// One timed repetition of a bench within an exec.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields)]
 pub(super) struct Repetition {
     pub(super) wall_ns: u64,
-    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) user_s: f64,
+    #[allow(dead_code)]
+    pub(super) sys_s: f64,
     pub(super) metric: Option<ReportedMetric>,
+    #[allow(dead_code)]
+    pub(super) output_digest: String,
 }
 
 /// A run's figure, the best of its repetitions (the fastest wall time, the best printed
@@ -104,8 +148,11 @@ pub(super) fn floor_figure(bench: &Bench, result: &TimerResult) -> (Result<f64, 
 }
 
 /// Cachegrind's counts of one bench run, summed over its processes, and the estimated
-/// cycles made of them (see container/programs/timed_run.py).
+/// cycles made of them (see container/programs/timed_run.py), or why there are none: every
+/// field may be missing.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields)]
 pub struct SimulatedCost {
     #[serde(default)]
     pub cycles: Option<f64>,
@@ -114,6 +161,29 @@ pub struct SimulatedCost {
     /// The task image has no simulator: not the code's fault.
     #[serde(default)]
     pub unavailable: bool,
+    /// The processes counted, and their summed counts: instructions, data accesses and
+    /// their first- and last-level misses.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub processes: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub ir: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub i1: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub lli: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub dr: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub d1: Option<u64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub lld: Option<u64>,
 }
 
 impl SimulatedCost {
@@ -131,6 +201,8 @@ impl SimulatedCost {
 /// An output metric as the in-container timer read it: its value when it was printed
 /// exactly once, and how many times it was printed.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+#[serde(deny_unknown_fields)]
 pub struct ReportedMetric {
     pub value: Option<f64>,
     pub printed: u64,
@@ -173,7 +245,7 @@ pub(super) fn result_limits(result: &TimerResult, bench: &str) -> Option<String>
             result.output_limit >> 20
         ));
     }
-    result.limits.broken(&format!("bench `{bench}`"))
+    result.limits().broken(&format!("bench `{bench}`"))
 }
 
 /// The simulator's limit for a bench: it runs many times slower than the bench itself (16
@@ -312,7 +384,7 @@ pub(super) async fn run_once(
             guarded::no_result(sandbox, &what, Status::TestFailed, out.exit_code, &shown).await;
         return Err(Dropout { status, detail });
     };
-    let result: TimerResult = serde_json::from_str(line).map_err(|e| Dropout {
+    let result = parse_result(line).map_err(|e| Dropout {
         status: Status::Error,
         detail: format!("bench `{}`: unreadable timer result: {e}", bench.name),
     })?;

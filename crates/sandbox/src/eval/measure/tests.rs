@@ -1,5 +1,6 @@
 use super::disturb::{gpu_disturbance, run_gpu};
 use super::*;
+use crate::eval::contract;
 use harness_core::criterion::Criterion;
 use harness_core::criterion::strict::{DEFAULT_REPETITIONS, DEFAULT_REPLICAS};
 use harness_core::task::Metric;
@@ -196,7 +197,7 @@ fn rule(criterion: Criterion) -> DecisionRule {
         seed: 0,
         confidence: 0.95,
         resamples: 100,
-        estimator: harness_core::rule::Estimator::Mean,
+        estimator: harness_core::estimator::Estimator::Mean,
     }
 }
 
@@ -436,33 +437,135 @@ fn runs_at_another_speed_than_their_round_are_flagged() {
 
 #[test]
 fn a_runs_figure_is_the_best_of_its_repetitions() {
-    let result = |reps: &str| -> run::TimerResult {
-        serde_json::from_str(&format!(
-            r#"{{"wall_ns": 2000000000, "exit_code": 0, "user_s": 0.0, "sys_s": 0.0,
-                "max_rss_kb": 0, "stdout_tail": "", "stderr_tail": "", "reps": {reps}}}"#
-        ))
-        .unwrap()
+    let rep = |wall_ns: u64, metric: serde_json::Value| {
+        serde_json::json!({"wall_ns": wall_ns, "user_s": 0.0, "sys_s": 0.0, "metric": metric,
+                           "output_digest": "sha256:x"})
     };
+    let result = |reps: Vec<serde_json::Value>| -> run::TimerResult {
+        let mut line = contract::blank();
+        line["wall_ns"] = 2_000_000_000u64.into();
+        line["reps"] = reps.into();
+        run::parse_result(&line.to_string()).unwrap()
+    };
+    let null = serde_json::Value::Null;
     let mut task = task_with(&[(0, 5, 10)]);
-    let three =
-        result(r#"[{"wall_ns": 3000000000}, {"wall_ns": 2000000000}, {"wall_ns": 2500000000}]"#);
+    let three = result(vec![
+        rep(3_000_000_000, null.clone()),
+        rep(2_000_000_000, null.clone()),
+        rep(2_500_000_000, null.clone()),
+    ]);
     let (figure, reps) = run::floor_figure(&task.benches[0], &three);
     assert_eq!(figure, Ok(2.0), "the fastest wall time");
     assert_eq!(reps, vec![3.0, 2.0, 2.5]);
     // A printed figure where higher is better: the highest.
     task.benches[0].metric = Metric::Pattern(regex::Regex::new("ops: (\\S+)").unwrap());
     task.benches[0].better = harness_core::task::Better::Higher;
-    let printed = result(
-        r#"[{"wall_ns": 1, "metric": {"value": 40.0, "printed": 1}},
-            {"wall_ns": 1, "metric": {"value": 55.0, "printed": 1}}]"#,
-    );
+    let printed = result(vec![
+        rep(1, serde_json::json!({"value": 40.0, "printed": 1})),
+        rep(1, serde_json::json!({"value": 55.0, "printed": 1})),
+    ]);
     assert_eq!(run::floor_figure(&task.benches[0], &printed).0, Ok(55.0));
     // Every repetition must print it: one that does not makes the run's figure an error.
-    let missing = result(
-        r#"[{"wall_ns": 1, "metric": {"value": 40.0, "printed": 1}},
-            {"wall_ns": 1, "metric": {"value": null, "printed": 0}}]"#,
-    );
+    let missing = result(vec![
+        rep(1, serde_json::json!({"value": 40.0, "printed": 1})),
+        rep(1, serde_json::json!({"value": null, "printed": 0})),
+    ]);
     assert!(run::floor_figure(&task.benches[0], &missing).0.is_err());
+}
+
+/// Asserts that every record in `value` has the fields the schema gives it, no fewer, no more.
+fn same_fields(
+    fields: &std::collections::BTreeMap<String, contract::Field>,
+    value: &serde_json::Value,
+    at: &str,
+) {
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{at}: not an object"));
+    let ours: BTreeSet<&String> = object.keys().collect();
+    let theirs: BTreeSet<&String> = fields.keys().collect();
+    assert_eq!(
+        ours, theirs,
+        "the fields of {at:?} as read and in the schema"
+    );
+    for (name, spec) in fields {
+        let here = &object[name];
+        if let (Some(inner), false) = (&spec.fields, here.is_null()) {
+            same_fields(inner, here, &format!("{at}{name}."));
+        }
+        if let (Some(items), Some(list)) = (&spec.items, here.as_array())
+            && let Some(inner) = &items.fields
+        {
+            for (i, item) in list.iter().enumerate() {
+                same_fields(inner, item, &format!("{at}{name}[{i}]."));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_timer_result_is_the_contracts_fields() {
+    // Read and written back, a result with every field (optional ones too) keeps them all:
+    // TimerResult and the records in it have the schema's fields, no other.
+    let sample = contract::sample();
+    let read = run::parse_result(&sample.to_string()).unwrap();
+    same_fields(
+        &contract::SCHEMA.fields,
+        &serde_json::to_value(&read).unwrap(),
+        "",
+    );
+    assert_eq!(read.reps.len(), 1);
+    assert!(read.metric.is_some() && read.simulated.is_some());
+}
+
+#[test]
+fn the_timers_line_is_read_strictly() {
+    let line = |edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
+        let mut v = contract::sample();
+        edit(v.as_object_mut().unwrap());
+        run::parse_result(&v.to_string())
+    };
+    let read = line(&|_| {}).unwrap();
+    assert_eq!((read.wall_ns, read.cpu_probe_ms), (1, Some([1.5, 1.5])));
+    assert!(run::parse_result(&contract::blank().to_string()).is_ok());
+    let unknown = line(&|m| {
+        m.insert("wall_seconds".into(), 1.5.into());
+    });
+    assert_eq!(
+        unknown.unwrap_err(),
+        "field \"wall_seconds\": not in the schema"
+    );
+    let missing = line(&|m| {
+        m.remove("oom_kills");
+    });
+    assert_eq!(missing.unwrap_err(), "field \"oom_kills\": missing");
+    let mistyped = line(&|m| {
+        m.insert("wall_ns".into(), "1".into());
+    });
+    assert_eq!(
+        mistyped.unwrap_err(),
+        "field \"wall_ns\": expected integer, got string"
+    );
+    let nested = line(&|m| {
+        m["reps"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("output_digest");
+    });
+    assert_eq!(
+        nested.unwrap_err(),
+        "field \"reps[0].output_digest\": missing"
+    );
+    // What the schema cannot say, the read still refuses.
+    let negative = line(&|m| {
+        m.insert("wall_ns".into(), (-1).into());
+    });
+    assert!(negative.unwrap_err().contains("expected u64"));
+    assert!(
+        run::parse_result("{\"wall_ns\": ")
+            .unwrap_err()
+            .starts_with("not JSON")
+    );
 }
 
 #[test]
