@@ -5,7 +5,7 @@
 # COPY) and becomes a one-commit git repository *after* setup, so resetting the tree between
 # patch attempts restores exactly what setup left. Last, the guard locks the tree for the
 # sandbox user the code under test runs as: folders root-owned and sticky (like /tmp),
-# protected files root-owned and read-only, the rest the sandbox user's (harness/guard.py).
+# protected files root-owned and read-only, the rest the sandbox user's (container/programs/guard.py).
 # Steps are few on purpose: with the classic builder every step is a container.
 # Every file of the tree then gets the same fixed, non-zero mtime (setup's outputs too, so
 # `make` finds them up to date and rebuilds only what a patch touches); why: SOURCE_MTIME in

@@ -35,11 +35,11 @@ import time
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from processes import kill_as, kill_user, live_threads, uids_of, user_processes  # noqa: E402,F401
+from timer_contract import prefix as result_prefix  # noqa: E402
 
 TESTBED = "/testbed"
 CONFIG = "/opt/harness/config.json"
 MANIFEST = "/opt/harness/manifest.json"
-RESULT_PREFIX = "HARNESS_RESULT"
 # Folders whose contents are caches, never sources: not protected, not walked.
 SKIP_DIRS = {".git", "__pycache__"}
 # Python start-up hooks: a file of one of these names in a site folder runs in every
@@ -685,7 +685,7 @@ def write_json_atomic(path, value):
 
 def emit(result):
     nonce = os.environ.get("HARNESS_NONCE", "")
-    sys.stdout.write("\n%s%s %s\n" % (RESULT_PREFIX, ":" + nonce if nonce else "", json.dumps(result)))
+    sys.stdout.write("\n%s%s %s\n" % (result_prefix(), ":" + nonce if nonce else "", json.dumps(result)))
     sys.stdout.flush()
 
 

@@ -18,9 +18,16 @@ pub struct Asset {
 /// Where the supervisor is in every container.
 pub const SUPERVISOR: &str = "/opt/harness/bin/harness-supervisor";
 
-/// What the image build's last step runs (guard.py lock-image and the programs it imports),
-/// by file name in `/opt/harness-build`; their bytes come from [`ASSETS`], the one table.
-const BUILD_SCRIPT_NAMES: &[&str] = &["guard.py", "caches.py", "image_lock.py", "processes.py"];
+/// What the image build's last step runs (guard.py lock-image, the programs it imports and
+/// the schema of the result line it prints), by file name in `/opt/harness-build`; their bytes come from [`ASSETS`], the one table.
+const BUILD_SCRIPT_NAMES: &[&str] = &[
+    "guard.py",
+    "caches.py",
+    "image_lock.py",
+    "processes.py",
+    "timer_contract.py",
+    "timer_result.schema.json",
+];
 
 /// The image build's programs: (file name, bytes), each from [`ASSETS`].
 pub fn build_scripts() -> Vec<(&'static str, &'static [u8])> {
