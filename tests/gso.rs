@@ -484,7 +484,10 @@ fn the_human_commit_script_applies_every_shape_of_opt_commit() {
         );
         let out = run(std::process::Command::new("docker")
             .args(["run", "--rm", "--network", "none", "-v"])
-            .arg(format!("{}:/h:ro", repo_root().join("harness").display()))
+            .arg(format!(
+                "{}:/h:ro",
+                repo_root().join("container/programs").display()
+            ))
             .args([image, "sh", "-c", &script]));
         let said = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(out.status.code(), Some(0), "{name}: {said}");

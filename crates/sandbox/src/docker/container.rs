@@ -355,6 +355,29 @@ impl Sandbox {
         timeout: Duration,
         output_limit: usize,
     ) -> Result<ExecOutcome> {
+        let mut out = self
+            .exec_as_unredacted(argv, user, env, timeout, output_limit)
+            .await?;
+        out.output = self.redact(&out.output);
+        Ok(out)
+    }
+
+    /// The task's secrets (`spec.env`) replaced in `text`, every form and piece of them.
+    pub fn redact(&self, text: &str) -> String {
+        harness_core::secrets::redact(text, &self.secrets)
+    }
+
+    /// [`Sandbox::exec_as`] with the output as the command printed it, secrets and all: for
+    /// a caller that reads a protocol line out of it (whose field names a piece of a secret
+    /// must not change) and redacts everything else itself with [`Sandbox::redact`].
+    pub async fn exec_as_unredacted(
+        &self,
+        argv: &[String],
+        user: &str,
+        env: &[String],
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
         if self.killed.load(Ordering::SeqCst) {
             bail!("container {} was already killed", self.name);
         }
@@ -413,7 +436,7 @@ impl Sandbox {
         match tokio::time::timeout(timeout, run).await {
             Ok(Ok(code)) => Ok(ExecOutcome {
                 exit_code: code,
-                output: harness_core::secrets::redact(&output.finish(), &self.secrets),
+                output: output.finish(),
                 elapsed: started.elapsed(),
                 timed_out: false,
             }),
@@ -422,7 +445,7 @@ impl Sandbox {
                 self.kill().await;
                 Ok(ExecOutcome {
                     exit_code: None,
-                    output: harness_core::secrets::redact(&output.finish(), &self.secrets),
+                    output: output.finish(),
                     elapsed: started.elapsed(),
                     timed_out: true,
                 })

@@ -214,6 +214,53 @@ pub fn check(result: &Value) -> Result<(), String> {
     }
 }
 
+/// `result` with every string it holds, and every key of a map, passed through `redact`; the
+/// names of the schema's own fields are kept (they are the protocol, not data: a secret
+/// that holds a piece of one must not unmake the line). Run after [`check`].
+pub fn redact_values(result: &mut Value, redact: &dyn Fn(&str) -> String) {
+    if let Value::Object(map) = result {
+        redact_record(map, &SCHEMA.fields, redact);
+    }
+}
+
+fn redact_record(
+    map: &mut Map<String, Value>,
+    fields: &BTreeMap<String, Field>,
+    redact: &dyn Fn(&str) -> String,
+) {
+    for (name, value) in map.iter_mut() {
+        match fields.get(name) {
+            Some(spec) => redact_value(value, Some(spec), redact),
+            None => redact_value(value, None, redact),
+        }
+    }
+}
+
+fn redact_value(value: &mut Value, spec: Option<&Field>, redact: &dyn Fn(&str) -> String) {
+    match value {
+        Value::String(s) => *s = redact(s),
+        Value::Array(items) => {
+            let inner = spec.and_then(|f| f.items.as_deref());
+            for item in items {
+                redact_value(item, inner, redact);
+            }
+        }
+        Value::Object(map) => match spec.and_then(|f| f.fields.as_ref()) {
+            Some(fields) => redact_record(map, fields, redact),
+            // A map (or anything the schema does not name): its keys are data too.
+            None => {
+                let inner = spec.and_then(|f| f.values.as_deref());
+                let taken = std::mem::take(map);
+                for (k, mut v) in taken {
+                    redact_value(&mut v, inner, redact);
+                    map.insert(redact(&k), v);
+                }
+            }
+        },
+        _ => {}
+    }
+}
+
 /// A result with every field said and no value in any: null where the type allows it, else
 /// zero, false, an empty string, list or object (what the timer's `blank()` makes).
 #[cfg(test)]

@@ -100,10 +100,14 @@ impl TimerResult {
 
 /// The timer's result line read strictly: JSON, checked against the contract (an unknown,
 /// missing or mistyped field is an error naming it), then read.
-pub(super) fn parse_result(line: &str) -> Result<TimerResult, String> {
-    let value: serde_json::Value =
+pub(super) fn parse_result(
+    line: &str,
+    redact: &dyn Fn(&str) -> String,
+) -> Result<TimerResult, String> {
+    let mut value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     crate::eval::contract::check(&value)?;
+    crate::eval::contract::redact_values(&mut value, redact);
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
@@ -351,8 +355,10 @@ pub(super) async fn run_once(
     args.push("--".into());
     args.push(bench.command.clone());
     let nonce = guarded::nonce();
+    // The result line is read before the secrets are taken out of it (see
+    // contract::redact_values); the rest of the output is redacted whole.
     let out = sandbox
-        .exec_as(
+        .exec_as_unredacted(
             &guarded::python(guarded::TIMER_PATH, &args),
             crate::protect::ROOT,
             &[
@@ -378,13 +384,14 @@ pub(super) async fn run_once(
         });
     }
     let (line, shown) = guarded::split_result(&out.output, &nonce);
+    let shown = sandbox.redact(&shown);
     let Some(line) = line else {
         let what = format!("bench `{}`", bench.name);
         let (status, detail) =
             guarded::no_result(sandbox, &what, Status::TestFailed, out.exit_code, &shown).await;
         return Err(Dropout { status, detail });
     };
-    let result = parse_result(line).map_err(|e| Dropout {
+    let result = parse_result(line, &|s| sandbox.redact(s)).map_err(|e| Dropout {
         status: Status::Error,
         detail: format!("bench `{}`: unreadable timer result: {e}", bench.name),
     })?;

@@ -445,7 +445,7 @@ fn a_runs_figure_is_the_best_of_its_repetitions() {
         let mut line = contract::blank();
         line["wall_ns"] = 2_000_000_000u64.into();
         line["reps"] = reps.into();
-        run::parse_result(&line.to_string()).unwrap()
+        run::parse_result(&line.to_string(), &|s: &str| s.to_string()).unwrap()
     };
     let null = serde_json::Value::Null;
     let mut task = task_with(&[(0, 5, 10)]);
@@ -508,7 +508,7 @@ fn the_timer_result_is_the_contracts_fields() {
     // Read and written back, a result with every field (optional ones too) keeps them all:
     // TimerResult and the records in it have the schema's fields, no other.
     let sample = contract::sample();
-    let read = run::parse_result(&sample.to_string()).unwrap();
+    let read = run::parse_result(&sample.to_string(), &|s: &str| s.to_string()).unwrap();
     same_fields(
         &contract::SCHEMA.fields,
         &serde_json::to_value(&read).unwrap(),
@@ -523,11 +523,11 @@ fn the_timers_line_is_read_strictly() {
     let line = |edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
         let mut v = contract::sample();
         edit(v.as_object_mut().unwrap());
-        run::parse_result(&v.to_string())
+        run::parse_result(&v.to_string(), &|s: &str| s.to_string())
     };
     let read = line(&|_| {}).unwrap();
     assert_eq!((read.wall_ns, read.cpu_probe_ms), (1, Some([1.5, 1.5])));
-    assert!(run::parse_result(&contract::blank().to_string()).is_ok());
+    assert!(run::parse_result(&contract::blank().to_string(), &|s: &str| s.to_string()).is_ok());
     let unknown = line(&|m| {
         m.insert("wall_seconds".into(), 1.5.into());
     });
@@ -562,7 +562,7 @@ fn the_timers_line_is_read_strictly() {
     });
     assert!(negative.unwrap_err().contains("expected u64"));
     assert!(
-        run::parse_result("{\"wall_ns\": ")
+        run::parse_result("{\"wall_ns\": ", &|s: &str| s.to_string())
             .unwrap_err()
             .starts_with("not JSON")
     );
@@ -593,5 +593,31 @@ fn the_simulators_limit_follows_the_benchs_own_time() {
     assert_eq!(
         run::simulator_limit(&bench, 0.5, 0.0),
         Duration::from_secs(35)
+    );
+}
+
+/// A task's secret may hold a piece of a field's name (`harness_` of `harness_error`): the
+/// result line is read with its names whole, and the secret is taken out of what it says.
+#[test]
+fn a_secret_that_shares_a_piece_with_a_field_name_leaves_the_line_readable() {
+    let secret = "hf_harness_test_0123456789abcdef";
+    let secrets = vec![("HF_TOKEN".to_string(), secret.to_string())];
+    let redact = |s: &str| harness_core::secrets::redact(s, &secrets);
+    let mut line = contract::blank();
+    line["stdout_tail"] = serde_json::json!(format!("token {secret} printed"));
+    line["changes"] = serde_json::json!({ format!("/tmp/{secret}"): "added" });
+    // What a redaction of the whole line does: the field's name is gone.
+    assert!(run::parse_result(&redact(&line.to_string()), &|s: &str| s.to_string()).is_err());
+    let read = run::parse_result(&line.to_string(), &redact).unwrap();
+    assert!(
+        !read.stdout_tail.contains("harness_test"),
+        "{}",
+        read.stdout_tail
+    );
+    assert!(read.stdout_tail.contains("***"));
+    let changed: Vec<&String> = read.changes.keys().collect();
+    assert!(
+        changed.iter().all(|k| !k.contains("0123456789")),
+        "{changed:?}"
     );
 }
