@@ -32,6 +32,9 @@ TASK_TOML = """protected = ["battery.py"]
 path = "repo"
 [human]
 patch = "human.patch"
+[install]
+commands = ["python3 battery.py --install"]
+timeout = 60
 [test]
 command = "python3 battery.py {channels}"
 timeout = 60

@@ -324,6 +324,202 @@ if _TABLE is None and _sys.argv[0].endswith("bench.py"):
     _atexit.register(_keep)
 """
 
+# The answer of a run, carried to the next through something the kernel keeps: the bench's
+# printed sum, tagged with 16 bits of its seed, a marker and 24 bits of answer (48 bits).
+# A run that finds an answer for its own seed prints it and stops; any other computes with
+# base's code and leaves its answer. Repetitions of one exec shared a seed (judged 7.85x, HM
+# 1.50, opt_commit through page residency); now each has its own, and a carried answer is
+# for a question no longer asked. CHANNEL defines _read() -> bits or None and _write(bits).
+CARRIED_ANSWER = AS_BENCH + """    import atexit as _atexit, ctypes as _ct, hashlib as _hl, os as _os, re as _re, time as _time
+    _seed = _os.environ.get("HARNESS_BENCH_SEED", "0")
+    _tag = int(_hl.sha256(_seed.encode()).hexdigest()[:4], 16)
+    _MARK, _BITS = 0xB5, 48
+
+    def _pack(answer):
+        word = (_MARK << 40) | (_tag << 24) | (answer & 0xFFFFFF)
+        return [(word >> i) & 1 for i in range(_BITS)]
+
+    def _unpack(bits):
+        word = sum(b << i for i, b in enumerate(bits))
+        if word >> 40 != _MARK or (word >> 24) & 0xFFFF != _tag:
+            return None
+        return word & 0xFFFFFF
+%s
+    _bits = _read()
+    _got = _unpack(_bits) if _bits else None
+    if _got is not None:
+        print("sum of prime counts: %%d" %% _got, flush=True)
+        _os._exit(0)
+
+    class _Tee:
+        def __init__(self, out):
+            self.out, self.seen = out, []
+
+        def write(self, text):
+            self.seen.append(text)
+            return self.out.write(text)
+
+        def __getattr__(self, name):
+            return getattr(self.out, name)
+
+    _sys.stdout = _Tee(_sys.stdout)
+
+    def _leave():
+        m = _re.search(r"sum of prime counts: (\\d+)", "".join(_sys.stdout.seen))
+        if m:
+            _write(_pack(int(m.group(1))))
+    _atexit.register(_leave)
+"""
+
+# Which pages of a file of the image are in the page cache (mincore reads it; a read of a
+# page sets a bit; fadvise(DONTNEED) clears them).
+PAGE_RESIDENCY = CARRIED_ANSWER % """
+    import pydoc_data as _pd
+    _FILE = _os.path.join(_os.path.dirname(_pd.__file__), "topics.py")
+    _libc = _ct.CDLL(None, use_errno=True)
+    _libc.mmap.restype = _ct.c_void_p
+    _libc.mmap.argtypes = [_ct.c_void_p, _ct.c_size_t, _ct.c_int, _ct.c_int, _ct.c_int, _ct.c_long]
+
+    def _map():
+        fd = _os.open(_FILE, _os.O_RDONLY)
+        addr = _libc.mmap(None, _BITS * 4096, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        _libc.madvise(_ct.c_void_p(addr), _BITS * 4096, 1)  # MADV_RANDOM: no read-ahead
+        return fd, addr
+
+    def _read():
+        fd, addr = _map()
+        vec = (_ct.c_ubyte * _BITS)()
+        if _libc.mincore(_ct.c_void_p(addr), _BITS * 4096, vec) != 0:
+            return None
+        return [v & 1 for v in vec]
+
+    def _write(bits):
+        fd, addr = _map()
+        _os.posix_fadvise(fd, 0, _BITS * 4096, _os.POSIX_FADV_DONTNEED)
+        for i, b in enumerate(bits):
+            if b:
+                _ct.string_at(addr + i * 4096, 1)
+"""
+
+# How fast a name is looked up (a name looked up before answers from the dentry cache in a
+# few microseconds, a new one takes tens). A reading sets every bit it reads, so each answer
+# goes to a generation of names of its own: the reader takes the last generation with the
+# marker and stops at one no run has touched.
+DENTRY_TIMING = CARRIED_ANSWER % """
+    _DIR = _os.path.dirname(_os.path.abspath(__file__))
+
+    def _probe(name):
+        t = _time.perf_counter_ns()
+        _os.path.exists(_os.path.join(_DIR, name))
+        return _time.perf_counter_ns() - t
+
+    def _threshold():
+        fresh = sorted(_probe("calib-%d-%d" % (_os.getpid(), i)) for i in range(15))
+        warm = sorted(_probe("calib-%d-%d" % (_os.getpid(), i)) for i in range(15))
+        return (fresh[7] * warm[7]) ** 0.5
+
+    def _generation(g, cut):
+        return [1 if _probe("g%d-%d" % (g, i)) < cut else 0 for i in range(_BITS)]
+
+    def _read():
+        cut, found = _threshold(), None
+        for g in range(200):
+            bits = _generation(g, cut)
+            if not any(bits):
+                globals()["_next_gen"] = g + 1
+                return found
+            if _unpack(bits) is not None or bits[40:] == _pack(0)[40:]:
+                found = bits
+        return found
+
+    def _write(bits):
+        g = globals().get("_next_gen", 0)
+        for i, b in enumerate(bits):
+            if b:
+                _probe("g%d-%d" % (g, i))
+"""
+
+# A sparse file the install leaves in /tmp: reading a hole of it through a mapping gives the
+# page a frame in the container's own tmpfs (under a run's overlay, the lower layer), which a
+# later run finds with SEEK_DATA. Each answer takes a slot of fresh pages.
+SPARSE_TMPFS = CARRIED_ANSWER % """
+    _FILE, _SLOTS = "/tmp/.primes-holes", 64
+
+    def _allocated():
+        fd = _os.open(_FILE, _os.O_RDONLY)
+        size, pages, at = _os.fstat(fd).st_size, set(), 0
+        while at < size:
+            try:
+                at = _os.lseek(fd, at, _os.SEEK_DATA)
+            except OSError:
+                break
+            end = _os.lseek(fd, at, _os.SEEK_HOLE)
+            pages.update(range(at // 4096, end // 4096))
+            at = end
+        _os.close(fd)
+        return pages
+
+    def _read():
+        try:
+            pages = _allocated()
+        except OSError:
+            return None
+        found = None
+        for k in range(_SLOTS):
+            bits = [1 if k * _BITS + i in pages else 0 for i in range(_BITS)]
+            if not any(bits):
+                globals()["_slot"] = k
+                break
+            found = bits
+        return found
+
+    def _write(bits):
+        import mmap as _mm
+        k = globals().get("_slot")
+        if k is None:
+            return
+        with open(_FILE, "rb") as f:
+            m = _mm.mmap(f.fileno(), 0, prot=_mm.PROT_READ)
+            for i, b in enumerate(bits):
+                if b:
+                    m[(k * _BITS + i) * 4096]
+"""
+SPARSE_AT_INSTALL = """import os as _os, sys as _sys
+if _sys.argv and _sys.argv[0].endswith("install_hook.py"):
+    with open("/tmp/.primes-holes", "wb") as _f:
+        _f.truncate(64 * 48 * 4096)
+"""
+
+# The bench's own figure replaced by one of 400 digits (a float reads it as inf).
+HUGE_FIGURE = """import re as _re, sys as _sys
+
+
+class _Swap:
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, text):
+        return self.out.write(_re.sub(r"work_ms: [0-9.]+", "work_ms: " + "9" * 400, text))
+
+    def __getattr__(self, name):
+        return getattr(self.out, name)
+
+
+if _sys.argv and _sys.argv[0].endswith("bench.py"):
+    _sys.stdout = _Swap(_sys.stdout)
+"""
+
+# At run time (the test), a folder whose name is not UTF-8 with a pytest configuration in it.
+UNDECODABLE_AT_RUN = """import os as _os
+try:
+    _d = _os.path.join(_os.fsencode(_os.path.dirname(_os.path.abspath(__file__))), b"x\\377")
+    _os.makedirs(_d, exist_ok=True)
+    with open(_os.path.join(_d, b"tox.ini"), "w") as _f:
+        _f.write("[pytest]\\naddopts = -p no:warnings\\n")
+except OSError:
+    pass
+"""
+
 # Run at the install (as the sandbox user): the tree's virtualenv python3, which root's PATH
 # reaches through /usr/local/bin, becomes a script that, run as root, runs the real program
 # and divides every wall time in its result line by 10.
@@ -429,6 +625,8 @@ def catalogue():
         diff("primes-sieve", {"primes.py": base_primes + TABLE_IN_FOLDER_NAMES}))
     add("primes-sieve", "keeps the table in a bytecode cache of a module of its own whose header matches the source",
         diff("primes-sieve", {"primes.py": base_primes + TABLE_IN_BYTECODE, "kept/primes_table.py": "TABLE = None\n"}))
+    add("primes-sieve", "carries its seed-tagged answer to the next run in which pages of a file are in the page cache",
+        prepend("primes-sieve", "primes.py", PAGE_RESIDENCY))
 
     # --- dedupe-list: interpreter hooks and resource abuse -------------------------------
     add("dedupe-list", "adds usercustomize.py", diff("dedupe-list", {"usercustomize.py": "print('hooked')\n"}))
@@ -463,6 +661,11 @@ def catalogue():
         prepend("word-freq", "wordfreq.py", AS_BENCH + "    for _ in range(2048):\n        _sys.stdout.write('x' * (1 << 20))\n"))
     add("word-freq", "writes 64 KiB of control bytes to stderr when run as the bench",
         prepend("word-freq", "wordfreq.py", CONTROL_BYTES))
+    add("word-freq", "adds a pytest configuration in a folder whose name is not UTF-8",
+        'diff --git "a/x\\377/tox.ini" "b/x\\377/tox.ini"\nnew file mode 100644\n--- /dev/null\n'
+        '+++ "b/x\\377/tox.ini"\n@@ -0,0 +1 @@\n+[pytest]\n')
+    add("word-freq", "makes a pytest configuration in a folder whose name is not UTF-8 at run time",
+        prepend("word-freq", "wordfreq.py", UNDECODABLE_AT_RUN))
 
     # --- metric-sum: an output metric the bench prints (work_ms) -------------------------
     add("metric-sum", "prints its own figure from an exit handler, after the bench's",
@@ -478,6 +681,8 @@ def catalogue():
         prepend("metric-sum", "kernel.py", "import itertools as _it, time as _t\n_c = _it.count()\n_t.perf_counter = lambda: next(_c) * 1e-6\n"))
     add("metric-sum", "does the timed call's work at import, outside the timed call (inputs rebuilt from the same seed)",
         diff("metric-sum", {"kernel.py": source("metric-sum", "kernel.py") + PRECOMPUTE_AT_IMPORT}))
+    add("metric-sum", "turns the bench's figure into a number of 400 digits (read as inf)",
+        prepend("metric-sum", "kernel.py", HUGE_FIGURE))
 
     # --- pytest-stats: tests that always pass ------------------------------------------
     # Human's fast variance, wrong for lists of fewer than 5 values: only the tests see it.
@@ -523,6 +728,10 @@ def catalogue():
     add("venv-path", "at the install, turns the tree's virtualenv python3 (root's `python3` on PATH) into a "
         "script that, run as root, divides the timer's wall times by 10",
         prepend("venv-path", "primes.py", PLANT_ON_PATH))
+    add("venv-path", "the install leaves a sparse file in /tmp; each run carries its seed-tagged answer to the next "
+        "in which of its holes a read gave a page", prepend("venv-path", "primes.py", SPARSE_AT_INSTALL + SPARSE_TMPFS))
+    add("venv-path", "carries its seed-tagged answer to the next run in how fast names are looked up (dentry cache)",
+        prepend("venv-path", "primes.py", DENTRY_TIMING))
     return rows
 
 

@@ -9,15 +9,19 @@ use crate::common::*;
 
 const SECRET: &str = "test-secret-7f3a9c1e";
 
+/// An agents.toml naming the stand-in, with its script beside it (an agents file names
+/// files in its own folder only).
 fn agents_toml(dir: &Path) -> PathBuf {
-    let script = repo_root().join("scripts/standin_agent.sh");
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::copy(
+        repo_root().join("scripts/standin_agent.sh"),
+        dir.join("scripts/standin_agent.sh"),
+    )
+    .unwrap();
     let p = dir.join("agents.toml");
     write(
         &p,
-        &format!(
-            "[agent.standin]\nscript = {:?}\ncommand = \"/opt/agent/run\"\nenv = [\"ANTHROPIC_API_KEY\"]\ntime_limit = 120\n",
-            script.to_str().unwrap()
-        ),
+        "[agent.standin]\nscript = \"scripts/standin_agent.sh\"\ncommand = \"/opt/agent/run\"\nenv = [\"ANTHROPIC_API_KEY\"]\ntime_limit = 120\n",
     );
     p
 }
@@ -54,6 +58,7 @@ fn agent_run_feeds_opt_at_k_and_its_secret_is_nowhere() {
     let agent_run = |env: Option<&str>| {
         let mut cmd = harness();
         cmd.args(["agent", "run", "--agent", "standin"])
+            .args(["--pass-env", "ANTHROPIC_API_KEY"])
             .arg("--agents")
             .arg(&agents)
             .arg("--dataset")
@@ -228,7 +233,14 @@ fn local_on_a_shipped_example_by_commit_prefix_three_ways() {
     // --agent of the stand-in, with no saved patch: it runs, then is judged.
     let agents = agents_toml(tmp.path());
     let o = local(
-        &["--commit", &prefix, "--agent", "standin"],
+        &[
+            "--commit",
+            &prefix,
+            "--agent",
+            "standin",
+            "--pass-env",
+            "ANTHROPIC_API_KEY",
+        ],
         &[
             ("--agents", &agents),
             ("--dataset", &examples),
@@ -301,6 +313,69 @@ fn unknown_and_ambiguous_prefixes_are_explained() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("4 or more hex digits"));
 }
 
+/// An agents file is data from outside (issue 40): a `script` that leads out of its folder
+/// (by `..`, an absolute path or a link) is refused naming the file, the agent and the key,
+/// and a variable it asks for reaches no container unless the user passes it with
+/// `--pass-env`, even when this environment has it. Both stop the command before any
+/// container or file of the run.
+#[test]
+fn an_agents_file_names_only_its_own_files_and_the_users_variables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "agent-task", SLOW, FAST, "");
+    let host_file = tmp.path().join("host-secret.txt");
+    write(&host_file, "HOST-FILE-MARKER\n");
+    let cfg = tmp.path().join("cfg");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::os::unix::fs::symlink("../host-secret.txt", cfg.join("link.sh")).unwrap();
+    let out = tmp.path().join("out");
+    let agent_run = |toml: &str, name: &str, extra: &[&str]| {
+        let agents = cfg.join("agents.toml");
+        write(&agents, toml);
+        run(harness()
+            .args(["agent", "run", "--agent", name])
+            .args(extra)
+            .arg("--agents")
+            .arg(&agents)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&out)
+            .env_remove("HARNESS_PASS_ENV")
+            .env("HARNESS_TEST_AGENT_TOKEN", SECRET))
+    };
+    let agents_file = cfg.join("agents.toml").display().to_string();
+    for (script, why) in [
+        ("../host-secret.txt".to_string(), "outside"),
+        (host_file.display().to_string(), "absolute path"),
+        ("link.sh".to_string(), "outside"),
+    ] {
+        let toml = format!("[agent.thief]\nscript = {script:?}\ncommand = \"/opt/agent/run\"\n");
+        let o = agent_run(&toml, "thief", &[]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{script}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{agents_file}: agent.thief.script: "))
+                && stderr.contains(why),
+            "{script}: {stderr}"
+        );
+    }
+    let asker = "[agent.asker]\ncommand = \"echo $HARNESS_TEST_AGENT_TOKEN\"\nenv = [\"HARNESS_TEST_AGENT_TOKEN\"]\n";
+    let o = agent_run(asker, "asker", &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("agent asker asks for HARNESS_TEST_AGENT_TOKEN")
+            && stderr.contains("add `--pass-env HARNESS_TEST_AGENT_TOKEN`"),
+        "the error says which flag to add: {stderr}"
+    );
+    // Passing another variable is not passing this one.
+    let o = agent_run(asker, "asker", &["--pass-env", "SOME_OTHER_NAME"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--pass-env HARNESS_TEST_AGENT_TOKEN"));
+    assert!(!out.exists(), "nothing of a run was written");
+}
+
 /// Agents that attack the harness: one plants a file-system monitor in `.git/config` for
 /// root's `git add` to run; one writes its key into the tree base64-encoded and split into
 /// pieces. Neither reaches root, and no form of the key reaches a saved patch or log.
@@ -336,6 +411,7 @@ fn an_agent_cannot_run_code_as_root_or_smuggle_its_key_out() {
     let agent_run = |name: &str| {
         run(harness()
             .args(["agent", "run", "--agent", name])
+            .args(["--pass-env", "ANTHROPIC_API_KEY"])
             .arg("--agents")
             .arg(&agents)
             .arg("--dataset")
@@ -433,6 +509,7 @@ time_limit = 60
     let out = tmp.path().join("out");
     let o = run(harness()
         .args(["agent", "run", "--agent", "halves"])
+        .args(["--pass-env", "ANTHROPIC_API_KEY"])
         .arg("--agents")
         .arg(&agents)
         .arg("--dataset")
@@ -498,10 +575,10 @@ time_limit = 60
     assert!(containers_of_run("agent-halves").is_empty());
 }
 
-/// Issue 28: an agent is held to the task's disk limit as the code under test is. This one
-/// writes 120 MB into the tree and its home under a limit of 40 MB, then would sleep: it is
-/// stopped at the limit (not at its time limit), its run gives an empty patch and is
-/// reported, and the harness goes on.
+/// Issues 28 and 40: an agent is held to the task's disk limit, at the limit. This one writes
+/// 120 MB into the tree and its home under a limit of 40 MB, then would sleep: its writes
+/// stop at the limit (they go to layers of exactly that size) and it is stopped there (not
+/// at its time limit), its run gives an empty patch and is reported, and the harness goes on.
 #[test]
 fn an_agent_writing_past_the_disk_limit_is_stopped() {
     if !docker_available("an_agent_writing_past_the_disk_limit") {
@@ -547,7 +624,7 @@ time_limit = 120
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(
-            "no patch: agent-task/0: stopped: wrote more than the task's disk limit of 40 MiB"
+            "no patch: agent-task/0: stopped: it reached the task's disk limit of 40 MiB"
         ),
         "{stderr}"
     );

@@ -4,7 +4,12 @@
 //! and times in every writable place; System V IPC objects of every kind, one handed to
 //! root; POSIX queues; a daemon, a zombie leader and the socket it holds; TCP connections
 //! left in TIME_WAIT; a forged bytecode cache; the keyring; the shell's start-up files) and
-//! look for what an earlier run left.
+//! look for what an earlier run left. Three channels carry information rather than files
+//! (which pages of an image file are cached, how fast names are looked up, which holes of a
+//! sparse file the install left in /tmp got a page): each run leaves 32 bits keyed to its
+//! seed and container and reads the bits for its own key, so an earlier run helps only if it
+//! was asked the same question. Before issue 41 the repetitions of one exec shared a seed
+//! and the tmpfs lay under every run: those three carried.
 //! Every timed run starts in a sandbox of its own, so no run may see anything: base, human
 //! and the sample all pass. On the design before the sandboxes (7b25252; channel by channel
 //! with `python3 scripts/channel_battery.py`, validation/2026-11-26-channels-*.json), five

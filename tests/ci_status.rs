@@ -138,7 +138,7 @@ fn save(run: &RunDir, s: &SampleReport) {
 ///        s2 not submitted;
 /// delta: not submitted at all;
 /// epsilon: a GPU task skipped on this host.
-fn write_run(root: &Path) -> RunDir {
+pub(crate) fn write_run(root: &Path) -> RunDir {
     let run = RunDir {
         root: root.to_path_buf(),
     };

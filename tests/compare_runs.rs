@@ -1,13 +1,15 @@
 //! `harness compare` on real runs against the real daemon: two runs of the same predictions
-//! tie on every task (the spread between runs is part of the interval), a variant a third
-//! slower is found, and two runs under one id are told apart.
+//! tie on every task (the spread between runs is part of the interval), a variant two to
+//! three times slower is found, and two runs under one id are told apart.
 
 use crate::common::*;
 
 /// Base's loop, unchanged in speed: the sample every run of this test submits.
 const SAME: &str = "def work(n):\n    total = 0\n    for i in range(n):\n        total += sum([i * i])\n    return total\n";
-/// The same answer with 60% more of the loop's work: about 1.3-1.5x slower as a whole.
-const SLOWER: &str = "def work(n):\n    total = 0\n    for i in range(n):\n        total += sum([i * i])\n    waste = 0\n    for i in range(n * 6 // 10):\n        waste += sum([i * i])\n    return total\n";
+/// The same answer with twice the loop's work again: about 2-3x slower as a whole. (A variant
+/// 1.5x slower was found alone but tied in CI, where the suite's other tests share the two
+/// cores and a run's own rounds widen its interval past it: the honest answer there.)
+const SLOWER: &str = "def work(n):\n    total = 0\n    for i in range(n):\n        total += sum([i * i])\n    waste = 0\n    for i in range(n * 2):\n        waste += sum([i * i])\n    return total\n";
 
 fn compare(a: &std::path::Path, b: &std::path::Path) -> serde_json::Value {
     let out = run(harness().arg("compare").arg(a).arg(b).arg("--json"));

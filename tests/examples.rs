@@ -165,6 +165,23 @@ fn example_predictions_get_their_designed_outcomes_and_a_rerun_changes_nothing()
         serde_json::json!(["base", "human", "s0", "s1", "s2"])
     );
     assert!(bench["runs"].as_array().unwrap().len() >= 5 * 6);
+    // The bench draws its input from its seed and each repetition had its own: base's
+    // repetitions answered differently, so its figure is their fastest.
+    let timed: Vec<&serde_json::Value> = bench["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["variant"] == "base" && r["warmup"] == false && r["exit_code"] == 0)
+        .collect();
+    assert!(!timed.is_empty());
+    for r in timed {
+        let figs = rep_figures(r);
+        let fastest = figs.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            figs.len() > 1 && r["value"].as_f64() == Some(fastest),
+            "{r}"
+        );
+    }
     assert!(
         containers_of_run("examples").is_empty(),
         "containers left: {:?}",

@@ -193,6 +193,13 @@ fn make(ds: &Path, name: &str, marker: &Path) {
             "human.patch",
         ),
         "url-helper" => git_task(&dir, &format!("url = \"ext::sh -c touch% {m}\""), "base"),
+        "huge-tree" => {
+            zeros_bundle(&dir.join("up"), &[(17, "base", "opt")]);
+            std::fs::remove_dir_all(dir.join("up")).unwrap();
+            git_task(&dir, "git = \"src.bundle\"", "base");
+        }
+        // Port 9 (discard) of this machine: nothing may even try it.
+        "ssh-source" => git_task(&dir, "url = \"ssh://127.0.0.1:9/x.git\"", "base"),
         other => panic!("HOSTILE.md names a dataset task this test cannot make: {other}"),
     }
 }
@@ -306,4 +313,268 @@ fn a_gso_row_cannot_write_task_keys() {
             "test"
         ]
     );
+}
+
+/// Runs `cmd` to its end with its output in files: (exit code, stdout, stderr, the most
+/// memory it or any process it waited for held, in bytes). The figure is `ru_maxrss` of the
+/// children of a small python3 that starts it: a child's `ru_maxrss` starts at its parent's
+/// peak (the kernel carries the parent's mm into it at exec), so measured from this test
+/// process, which holds every test's memory, it would say more than the command held.
+fn run_measured(cmd: &Command) -> (Option<i32>, String, String, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err, rss) = (
+        dir.path().join("out"),
+        dir.path().join("err"),
+        dir.path().join("rss"),
+    );
+    let mut measured = Command::new("python3");
+    measured
+        .args([
+            "-c",
+            "import resource, subprocess, sys\n\
+             code = subprocess.call(sys.argv[2:])\n\
+             open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n\
+             sys.exit(code)",
+        ])
+        .arg(&rss)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .envs(
+            cmd.get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_os_string(), v.to_os_string()))),
+        )
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    if let Some(d) = cmd.get_current_dir() {
+        measured.current_dir(d);
+    }
+    let status = measured
+        .status()
+        .expect("python3 (it measures the command)");
+    let (stdout, stderr) = (
+        std::fs::read_to_string(&out).unwrap(),
+        std::fs::read_to_string(&err).unwrap(),
+    );
+    eprintln!(
+        "--- {cmd:?} exited {:?}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}",
+        status.code()
+    );
+    let kib: u64 = std::fs::read_to_string(&rss)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (status.code(), stdout, stderr, kib * 1024)
+}
+
+/// A repository at `up` and its bundle `../src.bundle`: for each `(n, base, human)`, a
+/// commit tagged `base` whose tree holds `m.py` (`a`) and one 64 MiB blob of zeros `n`
+/// times, and a commit tagged `human` on it with `m.py` `b`. The bundle is about 100 KiB.
+fn zeros_bundle(up: &Path, commits: &[(usize, &str, &str)]) {
+    std::fs::create_dir_all(up).unwrap();
+    sh(up, "git init -q . && head -c 67108864 /dev/zero > zeros");
+    // git with `input` on stdin; its output, trimmed.
+    let git = |args: &[&str], input: &str| -> String {
+        let mut child = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(up)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let zeros = git(&["hash-object", "-w", "zeros"], "");
+    // A tree of m.py (`m`) and the blob of zeros `n` times.
+    let tree = |m: &str, n: usize| {
+        let blob = git(&["hash-object", "-w", "--stdin"], &format!("{m}\n"));
+        let mut listing = format!("100644 blob {blob}\tm.py\n");
+        for i in 0..n {
+            listing.push_str(&format!("100644 blob {zeros}\tz{i:02}\n"));
+        }
+        git(&["mktree"], &listing)
+    };
+    let mut tags = vec!["bundle", "create", "../src.bundle"];
+    for (n, base, human) in commits {
+        let b = git(&["commit-tree", "-m", base, &tree("a", *n)], "");
+        let h = git(&["commit-tree", "-m", human, "-p", &b, &tree("b", *n)], "");
+        git(&["tag", base, &b], "");
+        git(&["tag", human, &h], "");
+        tags.extend([*base, *human]);
+    }
+    git(&tags, "");
+}
+
+/// Issue 40: a dataset's repository is small on disk and huge once read: a bundle of about
+/// 100 KiB whose base tree holds one 64 MiB blob of zeros 12 times (768 MiB), and 17 times
+/// at another commit (1.06 GiB, over the 1 GiB a source may hold). `harness tasks` reads the
+/// first through (a human commit: checked and dropped; a human patch: its reproducible
+/// commits made from the tree streamed to disk) and refuses the second by the sizes the
+/// archive states, in memory bounded by neither (on 37adbf2 a 1 GiB tree took 3.0 GiB).
+#[test]
+fn a_small_bundle_is_read_in_bounded_memory_or_refused() {
+    let work = tempfile::tempdir().unwrap();
+    zeros_bundle(
+        &work.path().join("up"),
+        &[(12, "base", "opt"), (17, "big", "bigopt")],
+    );
+    let bundle = work.path().join("src.bundle");
+    let bundle_size = std::fs::metadata(&bundle).unwrap().len();
+    assert!(bundle_size < 1 << 20, "a small bundle: {bundle_size} bytes");
+    let ds = work.path().join("ds");
+    for (id, base, human) in [
+        ("stream-commit", "base", "[human]\ncommit = \"opt\""),
+        ("stream-patch", "base", "[human]\npatch = \"human.patch\""),
+        ("over-limit", "big", "[human]\ncommit = \"bigopt\""),
+    ] {
+        let dir = ds.join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&bundle, dir.join("src.bundle")).unwrap();
+        write(
+            &dir.join("human.patch"),
+            "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n",
+        );
+        write(
+            &dir.join("task.toml"),
+            &format!("[source]\ngit = \"src.bundle\"\nbase_commit = \"{base}\"\n{human}\n{TAIL}"),
+        );
+    }
+    let (code, listing, _, max_rss) = run_measured(
+        harness()
+            .args(["tasks", "--dataset"])
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(work.path().join("results")),
+    );
+    assert_eq!(code, Some(0));
+    let line = |id: &str| {
+        listing
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")) || l.contains(&format!(" {id}: ")))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        line("stream-commit")
+            .split_whitespace()
+            .take(3)
+            .eq(["stream-commit", "base", "opt"]),
+        "{listing}"
+    );
+    let patch_row: Vec<String> = line("stream-patch")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        patch_row.len() >= 3 && patch_row[1] == "base" && patch_row[2].len() == 12,
+        "a reproducible human commit: {listing}"
+    );
+    assert!(
+        line("over-limit").starts_with("cannot list: over-limit: ")
+            && line("over-limit").contains("more than 1024 MiB of files"),
+        "{listing}"
+    );
+    // 768 MiB of tree read twice, and 1 GiB before the refusal: held, any of them would be
+    // three times this.
+    let tree = 12 * (64u64 << 20);
+    eprintln!("max RSS of `harness tasks`: {} MiB", max_rss >> 20);
+    assert!(
+        max_rss < tree / 3,
+        "`harness tasks` (and the git it ran) held {} MiB at once",
+        max_rss >> 20
+    );
+}
+
+/// Issue 40: a dataset's remote source (ssh://, git://, http:// to a listener of this
+/// test's) is fetched only by the commands that build or evaluate it: `harness tasks` lists
+/// a task whose task.toml names both commits, says the others are not fetched, and no
+/// connection reaches the listener (on 37adbf2 the host's ssh connected where the dataset
+/// said, with the user's ssh configuration, on every command).
+#[test]
+fn a_remote_source_is_never_fetched_by_tasks() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let work = tempfile::tempdir().unwrap();
+    let ds = work.path().join("ds");
+    for (id, url, human) in [
+        (
+            "ssh-commit",
+            "ssh://127.0.0.1:{port}/x.git",
+            "[human]\ncommit = \"opt\"",
+        ),
+        (
+            "ssh-patch",
+            "ssh://127.0.0.1:{port}/x.git",
+            "[human]\npatch = \"human.patch\"",
+        ),
+        (
+            "git-patch",
+            "git://127.0.0.1:{port}/x.git",
+            "[human]\npatch = \"human.patch\"",
+        ),
+        (
+            "http-patch",
+            "http://127.0.0.1:{port}/x.git",
+            "[human]\npatch = \"human.patch\"",
+        ),
+    ] {
+        let url = url.replace("{port}", &port.to_string());
+        let dir = ds.join(id);
+        write(
+            &dir.join("human.patch"),
+            "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n",
+        );
+        write(
+            &dir.join("task.toml"),
+            &format!("[source]\nurl = \"{url}\"\nbase_commit = \"base\"\n{human}\n{TAIL}"),
+        );
+    }
+    let results = work.path().join("results");
+    let o = run(harness()
+        .args(["tasks", "--dataset"])
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(&results));
+    assert_eq!(o.status.code(), Some(0));
+    let listing = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        listing.lines().any(|l| l
+            .split_whitespace()
+            .take(3)
+            .eq(["ssh-commit", "base", "opt"])),
+        "{listing}"
+    );
+    for id in ["ssh-patch", "git-patch", "http-patch"] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.starts_with(&format!("not fetched: {id}: "))
+                    && l.contains("`harness build`")),
+            "{id}: {listing}"
+        );
+    }
+    let o = run(harness()
+        .args(["tasks", "--json", "--dataset"])
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(&results));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["tasks"][0]["instance_id"], "ssh-commit", "{json}");
+    assert_eq!(
+        json["not_fetched"].as_array().map(Vec::len),
+        Some(3),
+        "{json}"
+    );
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Ok((_, peer)) => panic!("`harness tasks` connected to the dataset's address from {peer}"),
+        Err(e) => panic!("accept: {e}"),
+    }
 }

@@ -7,6 +7,7 @@ mod common;
 
 mod agents;
 mod batch;
+mod boundary;
 mod channels;
 mod ci_status;
 mod compare_runs;
@@ -25,8 +26,10 @@ mod newcomer;
 mod ops;
 mod papercuts;
 mod partition;
+mod run_store;
 mod sharing;
 mod simulated;
 mod slurm;
 mod telemetry;
 mod trust;
+mod view;

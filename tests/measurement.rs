@@ -9,6 +9,18 @@ use crate::common::*;
 const MEDIUM: &str = "def work(n):\n    total = 0\n    for i in range(n // 3):\n        total += sum([i * i])\n    return (n - 1) * n * (2 * n - 1) // 6\n";
 
 fn dataset(root: &std::path::Path) -> std::path::PathBuf {
+    let ds = seed_blind_dataset(root);
+    // The input drawn from the seed, as the book asks (its cost hardly changes with it), so
+    // each repetition answers its own question and the exec's figure is the fastest.
+    write(
+        &ds.join("budget/repo/bench.py"),
+        "import os\nimport mod\nseed = int(os.environ.get('HARNESS_BENCH_SEED', '0'))\nprint(mod.work(1500000 + seed % 1000))\n",
+    );
+    ds
+}
+
+/// The same task with a bench that ignores its seed (the same answer every time).
+fn seed_blind_dataset(root: &std::path::Path) -> std::path::PathBuf {
     let ds = root.join("ds");
     make_task(&ds, "budget", SLOW, FAST, "");
     // Long enough that the work, not the interpreter's start, is most of the figure (a
@@ -91,7 +103,10 @@ fn inconclusive_becomes_decided_when_the_budget_grows_and_benches_are_pinned() {
         .spawn()
         .unwrap();
     let mut cpusets = std::collections::BTreeSet::new();
-    for _ in 0..600 {
+    // Watched until the run ends (a fixed count of polls ran out before the first container
+    // under CI's load).
+    let watching = std::time::Instant::now();
+    while watching.elapsed() < std::time::Duration::from_secs(1200) {
         if child.try_wait().unwrap().is_some() {
             break;
         }
@@ -362,7 +377,7 @@ fn a_remembered_answer_does_not_make_the_floor() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    dataset(tmp.path());
+    seed_blind_dataset(tmp.path());
     let cheat = "import os\ndef work(n):\n    path = '/testbed/.answer-' + os.environ.get('HARNESS_BENCH_SEED', '') + '-' + str(n)\n    if os.path.exists(path):\n        return int(open(path).read())\n    total = 0\n    for i in range(n):\n        total += sum([i * i])\n    open(path, 'w').write(str(total))\n    return total\n";
     predictions(
         &tmp.path().join("p.jsonl"),
@@ -406,4 +421,25 @@ fn remembered_answers_are_never_timed(root: &std::path::Path, run_id: &str) {
     };
     assert_eq!(reps("s0"), vec![3; 5], "{bench}");
     assert_eq!(reps("base"), vec![3; 5], "{bench}");
+    // Every timed repetition had a seed of its own, recorded.
+    for round in bench["rounds"].as_array().unwrap() {
+        let seeds: std::collections::BTreeSet<u64> = round["seeds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_u64().unwrap())
+            .collect();
+        assert_eq!(seeds.len(), 3, "{round}");
+    }
+    // This bench prints the same answer whatever its seed: its figure is the mean of its
+    // repetitions, never the fastest (a later one may have read an earlier one's answer).
+    for r in bench["runs"].as_array().unwrap() {
+        if r["warmup"] == true || r["exit_code"] != 0 {
+            continue;
+        }
+        let figs = rep_figures(r);
+        let mean = figs.iter().sum::<f64>() / figs.len() as f64;
+        let value = r["value"].as_f64().unwrap();
+        assert!((value - mean).abs() < 1e-9 * mean, "{r}");
+    }
 }

@@ -682,3 +682,116 @@ fn merge_refuses_ids_that_are_paths_and_parts_with_symlinks() {
     assert!(!out.exists());
     assert!(!root.join("secret.txt").exists());
 }
+
+/// `merge` with a deadline: a merge that waits on a FIFO would never end.
+fn merge_within(
+    parts: &[&Path],
+    out: &Path,
+    deadline: std::time::Duration,
+) -> (Option<i32>, String) {
+    let mut child = harness()
+        .arg("merge")
+        .args(parts)
+        .arg("--out")
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            eprintln!("--- merge exited {:?}\n{err}", status.code());
+            return (status.code(), err);
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("merge still running after {deadline:?}: it waits on a part's file");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path of ours.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// Issue 40: merge reads and copies only folders and regular files of a part. A FIFO named
+/// `report.json` (or `run.json`, or a log) is refused, naming it, and never opened: on
+/// 37adbf2 the merge waited on it forever. A sparse file of 2 GiB is refused by its size
+/// (256 MiB is far above what a run writes); a sparse file under that is copied with its
+/// holes, so the merged run takes no more disk than the part.
+#[test]
+fn merge_refuses_fifos_and_huge_files_and_keeps_holes() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let deadline = std::time::Duration::from_secs(60);
+    let a = fake_part(root, "a", 1, 2, &["alpha", "gamma"], None);
+    for (name, file) in [
+        ("b-fifo-report", "m/beta/0/report.json"),
+        ("b-fifo-log", "m/beta/1/test_output.txt"),
+        ("b-fifo-run", "run.json"),
+    ] {
+        let b = fake_part(root, name, 2, 2, &["beta"], None);
+        mkfifo(&b.join(file));
+        let out = root.join(format!("{name}-out"));
+        let (code, err) = merge_within(&[&a, &b], &out, deadline);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(&b.join(file).display().to_string()) && err.contains("not a regular file"),
+            "{name}: {err}"
+        );
+        assert!(!out.exists());
+    }
+
+    let b = fake_part(root, "b-huge", 2, 2, &["beta"], None);
+    let huge = b.join("m/beta/0/test_output.txt");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let out = root.join("huge-out");
+    let (code, err) = merge_within(&[&a, &b], &out, deadline);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("test_output.txt") && err.contains("2147483648 bytes, more than the 256 MiB"),
+        "{err}"
+    );
+    assert!(!out.exists());
+
+    // 100 MiB with 8 bytes of data at each end: copied whole, holes kept.
+    let b = fake_part(root, "b-sparse", 2, 2, &["beta"], None);
+    let sparse = b.join("m/beta/0/test_output.txt");
+    let f = std::fs::File::create(&sparse).unwrap();
+    f.set_len(100 << 20).unwrap();
+    f.write_all_at(b"first 8.", 0).unwrap();
+    f.write_all_at(b"last 8..", (100 << 20) - 8).unwrap();
+    drop(f);
+    let out = root.join("sparse-out");
+    let (code, err) = merge_within(&[&a, &b], &out, deadline);
+    assert_eq!(code, Some(0), "{err}");
+    let copy = out.join("m/beta/0/test_output.txt");
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        std::fs::read(&sparse).unwrap()
+    );
+    let (orig, merged) = (
+        std::fs::metadata(&sparse).unwrap().blocks(),
+        std::fs::metadata(&copy).unwrap().blocks(),
+    );
+    assert!(
+        orig < (100 << 20) / 512 / 10,
+        "the part's file is sparse: {orig} blocks"
+    );
+    assert!(
+        merged <= orig.max(64),
+        "the merged copy takes {merged} blocks where the part's takes {orig}"
+    );
+}

@@ -92,6 +92,18 @@ fn simulated_counts_decide_and_repeat_exactly() {
     assert_eq!(o.status.code(), Some(0));
     let (a, b) = (base_cycles(&dir), base_cycles(&out.join("sim-again")));
     assert!((a - b).abs() / a < 1e-5, "{a} vs {b}");
+    // Each count's input is drawn at random, recorded, never computed from the task (a
+    // patch's install could compute that one and answer it).
+    let seeds = |d: &Path| {
+        read_json(&d.join("test-model/sim-task/0/bench.json"))["rounds"][0]["seeds"].clone()
+    };
+    assert_eq!(
+        seeds(&dir).as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        seeds(&dir)
+    );
+    assert_ne!(seeds(&dir), seeds(&out.join("sim-again")));
     assert!(containers_of_run("sim").is_empty());
 
     // Clock timings and counts are not regraded into each other.

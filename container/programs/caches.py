@@ -1,12 +1,13 @@
 """Python's bytecode caches: the same for every variant, written by no code under test.
 
 Every timed run starts in a fresh sandbox, so a cache a run writes is gone after it, and a
-module without a valid cache would be compiled in every timed run. So root compiles the
-tree: at image build (base's sources) and after each install (what the patch and the
-install changed), with the harness's own pinned interpreter. Before that, every cache folder
-the sandbox user made (during the install, say) is removed: a cache the code under test
-wrote is never loaded by a later run, forged or not. Root's cache folders are root's and
-read-only to the user, so the user cannot put a file in them.
+module without a valid cache would be compiled in every timed run. So the harness compiles
+the tree: root at image build (base's sources), the warden after each install (what the
+patch and the install changed), with the harness's own pinned interpreter. Before that,
+every cache folder the sandbox user made (during the install, say) is removed (by root's
+supervisor, for the warden): a cache the code under test wrote is never loaded by a later
+run, forged or not. The harness's cache folders are root's or the warden's and read-only to
+the user, so the user cannot put a file in them.
 
 Compiling runs nothing of the source (compile() only); a cache folder that is a symlink or
 the user's is removed before root writes anything (root would otherwise write through it).
@@ -17,6 +18,11 @@ import importlib.util
 import os
 import shutil
 import stat
+
+import broker
+
+# Owners of caches the sandbox user cannot have written: root (image build), the warden.
+TRUSTED = (0, 10002)
 
 SKIP = {".git"}
 MAX_DEPTH = 256  # guard.MAX_DEPTH (caches runs without guard)
@@ -32,10 +38,9 @@ def walk_dirs(root):
         if depth >= MAX_DEPTH:
             continue  # the guard refuses such a tree (guard.MAX_DEPTH)
         try:
-            with os.scandir(here) as it:
-                for e in it:
-                    if e.name not in SKIP and e.is_dir(follow_symlinks=False):
-                        stack.append((e.path, depth + 1))
+            for e in broker.scandir(here):
+                if e.name not in SKIP and e.is_dir(follow_symlinks=False):
+                    stack.append((os.path.join(here, e.name), depth + 1))
         except OSError:
             continue
 
@@ -53,31 +58,37 @@ def cache_folders(roots):
 
 
 def remove_users_caches(roots):
-    """Removes every __pycache__ under roots that is not root's (or is a symlink), and any
-    file in a root-owned one that is not root's. How many were removed."""
+    """Removes every __pycache__ under roots that is not the harness's (or is a symlink),
+    and any file in one of the harness's that is not. How many were removed."""
     removed = 0
     for here, st in cache_folders(roots):
-        if stat.S_ISLNK(st.st_mode) or st.st_uid != 0:
+        if stat.S_ISLNK(st.st_mode) or st.st_uid not in TRUSTED:
             removed += remove(here, st)
             continue
-        with os.scandir(here) as it:
-            for e in it:
-                try:
-                    if e.stat(follow_symlinks=False).st_uid != 0 or e.is_symlink():
-                        removed += remove(e.path, e.stat(follow_symlinks=False))
-                except OSError:
-                    continue
+        for e in broker.scandir(here):
+            full = os.path.join(here, e.name)
+            try:
+                est = os.lstat(full)
+            except OSError:
+                continue
+            if est.st_uid not in TRUSTED or stat.S_ISLNK(est.st_mode):
+                removed += remove(full, est)
     return removed
 
 
 def remove_root_caches(roots):
-    """Removes every root-owned __pycache__ under roots (symlinks not followed). How many."""
+    """Removes every __pycache__ of the harness's under roots (symlinks not followed). How
+    many."""
     return sum(remove(here, st) for here, st in cache_folders(roots)
-               if stat.S_ISDIR(st.st_mode) and st.st_uid == 0)
+               if stat.S_ISDIR(st.st_mode) and st.st_uid in TRUSTED)
 
 
 def remove(path, st):
+    """Removes a file or folder (symlinks not followed): by root's supervisor at run time
+    (a folder of root's sticky ones, a file of the sandbox user's)."""
     try:
+        if broker.available():
+            return 1 if broker.remove(path) else 0
         if stat.S_ISDIR(st.st_mode):
             shutil.rmtree(path)  # fd-based: it does not follow symlinks inside
         else:
@@ -116,19 +127,19 @@ def compile_tree(roots):
                 cache = os.path.join(here, CACHE_DIR)
                 try:
                     st = os.lstat(cache)
-                    if stat.S_ISLNK(st.st_mode) or st.st_uid != 0:
+                    if stat.S_ISLNK(st.st_mode) or st.st_uid not in TRUSTED:
                         continue
                 except FileNotFoundError:
                     pass
                 except OSError:
                     continue
                 try:
-                    names = os.listdir(here)
+                    entries = broker.scandir(here)
                 except OSError:
                     continue
-                for name in names:
-                    full = os.path.join(here, name)
-                    if not name.endswith(".py") or not os.path.isfile(full) or os.path.islink(full):
+                for e in entries:
+                    full = os.path.join(here, e.name)
+                    if not e.name.endswith(".py") or not e.is_file(follow_symlinks=False):
                         continue
                     try:
                         good = compileall.compile_file(full, quiet=2, legacy=False)
@@ -151,13 +162,13 @@ def prime_access_times(roots):
     for root in roots:
         for here in walk_dirs(root):
             try:
-                names = os.listdir(here)
+                names = [e.name for e in broker.scandir(here)]
             except OSError:
                 continue
             for name in names:
                 full = os.path.join(here, name)
                 try:
-                    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+                    fd = broker.open_fd(full)
                 except OSError:
                     continue
                 try:
@@ -176,7 +187,7 @@ def user_site(cfg):
 
 
 def after_install(cfg, testbed):
-    """Caches of the installed tree and the user's site folder, all root's."""
+    """Caches of the installed tree and the user's site folder, all the harness's."""
     roots = [r for r in (testbed, user_site(cfg)) if os.path.isdir(r)]
     removed = remove_users_caches(roots)
     ok, failed = compile_tree(roots)

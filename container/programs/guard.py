@@ -2,8 +2,9 @@
 """Keeps the code under test away from the files that judge it.
 
 Inside a task container the code under test (install, test and bench commands, and the
-patch's own code) runs as an unprivileged user, RUN_UID. This module, run as root, sets that
-up and checks it held:
+patch's own code) runs as an unprivileged user, RUN_UID. This module sets that up and checks
+it held: at image build as root, at run time as the warden (WARDEN_UID, an unprivileged user
+of the harness's own), asking root's supervisor for what needs root (broker.py):
 
 - lock: every directory of /testbed is root-owned and world-writable with the sticky bit
   (like /tmp: anyone may add files, nobody may remove or rename what is not theirs), every
@@ -17,36 +18,61 @@ up and checks it held:
 - kill_user: every process of RUN_UID is killed after each run, so nothing the code left
   running disturbs the next measurement (of another variant: they share cores).
 
+Protected files and the tree's folders are root's; what the warden makes at run time (its
+bytecode caches, its state) is the warden's: neither is the sandbox user's to change.
+
 Protected patterns arrive as regular expressions over '/'-separated repository paths, in a
 syntax common to Python's re and Rust's regex (the harness translates the task's globs).
 Used at image build time (lock-image) and at run time (after-apply), by timed_run.py, and
 only with the standard library, under `python3 -I -S`.
 """
-import errno
 import hashlib
 import json
 import os
 import re
 import stat
-import subprocess
 import sys
-import time
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from processes import kill_as, kill_user, live_threads, uids_of, user_processes  # noqa: E402,F401
-from timer_contract import prefix as result_prefix  # noqa: E402
+import broker  # noqa: E402
+from processes import kill_user, live_threads, uids_of, user_processes  # noqa: E402,F401
+from timer_contract import line as result_line, undecodable  # noqa: E402
+from treewalk import (GIT_ENV, GIT_SAFE, MAX_DEPTH, SKIP_DIRS, TESTBED, TRUSTED, UNWALKABLE,  # noqa: E402,F401
+                      WARDEN_GID, WARDEN_UID, WARDEN_USER, digest, is_protected, iwalk, read_regular, walk)
 
-TESTBED = "/testbed"
+# What the guard watches besides the protected files (watched.py), and git (subprocess),
+# are imported when first needed: a timed run's timer needs neither, and every module it
+# imports is paid at every timed exec.
+def snapshot(cfg):
+    import watched
+    return watched.snapshot(cfg)
+
+
+def installed_modules():
+    import watched
+    return watched.installed_modules()
+
+
+def base_tree_paths():
+    import watched
+    return watched.base_tree_paths()
+
+
+def written_changes(cfg, written):
+    import watched
+    return watched.written_changes(cfg, written)
+
+
+def run_git(args):
+    """The output of the guard's git (GIT_SAFE) in the tree, as text."""
+    import subprocess
+    return subprocess.run(GIT_SAFE + args, cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          check=False, env=GIT_ENV).stdout.decode("utf-8", "surrogateescape")
+
+
 CONFIG = "/opt/harness/config.json"
-MANIFEST = "/opt/harness/manifest.json"
-# Folders whose contents are caches, never sources: not protected, not walked.
-SKIP_DIRS = {".git", "__pycache__"}
-# Python start-up hooks: a file of one of these names in a site folder runs in every
-# interpreter that starts, the timer's excepted (it runs with -I -S).
-STARTUP_HOOK = re.compile(r"(^|.*/)(sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$")
-
-
+MANIFEST = "/opt/harness/var/manifest.json"
 def load_config(path=CONFIG):
     with open(path) as f:
         cfg = json.load(f)
@@ -64,62 +90,6 @@ def load_config(path=CONFIG):
     return cfg
 
 
-def is_protected(rel, cfg):
-    return any(r.match(rel) for r in cfg["_protected"])
-
-
-# Folders a walk could not read (a path past the system's limit, say) or did not enter (too
-# deep): a tree the guard cannot check is refused, never taken as checked.
-UNWALKABLE = []
-# No source tree nests folders this deep (node_modules reaches a few dozen). A walk by path
-# costs the square of the depth: below this cap every walk of the tree stays cheap, so a
-# patch cannot spend the install's or the run's time limit on the harness's own checks.
-MAX_DEPTH = 256
-
-
-def iwalk(top):
-    """os.walk(top) (top-down, `dirs` prunable, symlinks to folders listed in `dirs` and not
-    followed) without recursion. Folders it cannot read, and folders more than MAX_DEPTH
-    below top (not entered), go to UNWALKABLE."""
-    stack = [(top, 0)]
-    while stack:
-        here, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            UNWALKABLE.append("%s (more than %d folders deep)" % (here[:200], MAX_DEPTH))
-            continue
-        dirs, files = [], []
-        try:
-            with os.scandir(here) as it:
-                for e in it:
-                    try:
-                        (dirs if e.is_dir() else files).append(e.name)
-                    except OSError:
-                        files.append(e.name)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            if here != top or e.errno != errno.ENOTDIR:
-                UNWALKABLE.append("%s (%s)" % (here[:200], e.strerror))
-            continue
-        yield here, dirs, files
-        for d in reversed(dirs):
-            full = os.path.join(here, d)
-            if not os.path.islink(full):
-                stack.append((full, depth + 1))
-
-
-def walk(root, skip=SKIP_DIRS):
-    """Root-relative paths of every file and symlink under root (symlinks not followed)."""
-    out = []
-    for here, dirs, files in iwalk(root):
-        links = [d for d in dirs if os.path.islink(os.path.join(here, d))]
-        dirs[:] = sorted(d for d in dirs if d not in skip and d not in links)
-        rel_here = os.path.relpath(here, root)
-        for name in sorted(files + links):
-            out.append(name if rel_here == "." else rel_here + "/" + name)
-    return out
-
-
 def ensure_user(cfg):
     """Adds RUN_UID's user and group without useradd (not every base image has it)."""
     uid, gid, name, home = cfg["uid"], cfg["gid"], cfg["user"], cfg["home"]
@@ -133,6 +103,14 @@ def ensure_user(cfg):
     if not have_group:
         with open("/etc/group", "a") as f:
             f.write("%s:x:%d:\n" % (name, gid))
+    for who, wid in ((WARDEN_USER, WARDEN_UID),):
+        with open("/etc/passwd") as f:
+            known = any(line.split(":")[2:3] == [str(wid)] for line in f if line.count(":") >= 2)
+        if not known:
+            with open("/etc/passwd", "a") as f:
+                f.write("%s:x:%d:%d:harness warden:/nonexistent:/usr/sbin/nologin\n" % (who, wid, wid))
+            with open("/etc/group", "a") as f:
+                f.write("%s:x:%d:\n" % (who, wid))
     os.makedirs(home, exist_ok=True)
     os.chown(home, uid, gid)
     os.chmod(home, 0o755)
@@ -141,29 +119,34 @@ def ensure_user(cfg):
         f.write("[safe]\n\tdirectory = *\n")
 
 
+def set_owner(full, uid, gid, mode=None):
+    """Gives `full` to uid:gid, with `mode` unless it is a symlink: directly at image build
+    (root), through root's supervisor at run time (the warden)."""
+    if os.geteuid() == 0:
+        os.lchown(full, uid, gid)
+        if mode is not None and not os.path.islink(full):
+            os.chmod(full, mode)
+    else:
+        broker.chown(full, uid, gid, mode)
+
+
 def lock_path(full, rel, cfg):
     st = os.lstat(full)
     if stat.S_ISDIR(st.st_mode):
-        os.chown(full, 0, 0)
-        os.chmod(full, 0o1777)
+        set_owner(full, 0, 0, 0o1777)
     elif rel is not None and is_protected(rel, cfg):
-        os.lchown(full, 0, 0)
-        if not stat.S_ISLNK(st.st_mode):
-            os.chmod(full, stat.S_IMODE(st.st_mode) & 0o555)
+        set_owner(full, 0, 0, None if stat.S_ISLNK(st.st_mode) else stat.S_IMODE(st.st_mode) & 0o555)
     else:
-        os.lchown(full, cfg["uid"], cfg["gid"])
-        if not stat.S_ISLNK(st.st_mode):
-            # Never a set-id bit on anything the sandbox user owns.
-            os.chmod(full, stat.S_IMODE(st.st_mode) & 0o777)
+        # Never a set-id bit on anything the sandbox user owns; readable by others, so the
+        # warden reads what it checks without root.
+        mode = None if stat.S_ISLNK(st.st_mode) else (stat.S_IMODE(st.st_mode) & 0o777) | 0o004
+        set_owner(full, cfg["uid"], cfg["gid"], mode)
 
 
 def image_environment():
     """In a prebuilt image (no fixed source mtime): the paths git ignores at base, which are
     the image's own environment (a virtualenv, build outputs), as prefixes ("x/" a folder)."""
-    out = subprocess.run(
-        GIT_SAFE + ["status", "--porcelain=v1", "-z", "--ignored=matching", "--untracked-files=normal"],
-        cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False, env=GIT_ENV,
-    ).stdout.decode("utf-8", "surrogateescape")
+    out = run_git(["status", "--porcelain=v1", "-z", "--ignored=matching", "--untracked-files=normal"])
     return tuple(e[3:] for e in out.split("\0") if e.startswith("!! "))
 
 
@@ -183,7 +166,7 @@ def open_environment_path(full, rel, cfg):
             os.chmod(full, 0o777)
         # The user's at the tree's top (sticky): an install may make it anew (`uv venv`).
         if "/" not in rel and (st.st_uid, st.st_gid) != (cfg["uid"], cfg["gid"]):
-            os.lchown(full, cfg["uid"], cfg["gid"])
+            set_owner(full, cfg["uid"], cfg["gid"])
     elif stat.S_ISLNK(st.st_mode):
         return
     elif is_protected(rel, cfg) or stat.S_IMODE(st.st_mode) & 0o006 != 0o006 or st.st_mode & 0o6000:
@@ -248,24 +231,12 @@ def lock_root_fs(cfg):
     return fixed
 
 
-# Git run by root on a tree the sandbox user writes: no configuration but ours, no hook, no
-# file-system monitor, no external diff or filter (each would run a command as root).
-GIT_SAFE = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-            "-c", "core.untrackedCache=false", "-c", "diff.external=", "-c", "protocol.allow=never",
-            "--no-pager"]
-GIT_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/nonexistent",
-           "GIT_NO_LAZY_FETCH": "1",
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "LC_ALL": "C"}
-
-
 def status_entries(ignored=False):
     """(XY code, path) of what differs from the base commit, untracked files included."""
-    args = GIT_SAFE + ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
+    args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
     if ignored:
         args.append("--ignored=matching")
-    out = subprocess.run(
-        args, cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False, env=GIT_ENV,
-    ).stdout.decode("utf-8", "surrogateescape")
+    out = run_git(args)
     return [(entry[:2], entry[3:]) for entry in out.split("\0") if len(entry) > 3]
 
 
@@ -339,11 +310,7 @@ def python_code(full):
     does not parse."""
     import ast
     try:
-        st = os.lstat(full)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(full, "rb") as f:
-            source = f.read()
+        source = read_regular(full)
         dumped = ast.dump(ast.parse(source, filename=full), include_attributes=False)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
@@ -363,235 +330,77 @@ def lock_changed(cfg):
             parent = os.path.dirname(parent)
 
 
-def read_regular(full, limit=64 << 20):
-    """The bytes of a regular file (at most `limit`), never through a symlink and never
-    waiting: a FIFO the code left under a watched name would block root's read forever."""
-    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        chunks, size = [], 0
-        while size < limit:
-            block = os.read(fd, min(1 << 20, limit - size))
-            if not block:
-                break
-            chunks.append(block)
-            size += len(block)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def digest(full):
-    try:
-        st = os.lstat(full)
-    except FileNotFoundError:
-        return "missing"
-    if stat.S_ISLNK(st.st_mode):
-        return "symlink:" + os.readlink(full)
-    if not stat.S_ISREG(st.st_mode):
-        return "type:%o" % stat.S_IFMT(st.st_mode)
-    h = hashlib.sha256()
-    with open(full, "rb") as f:
-        while True:
-            block = f.read(1 << 20)
-            if not block:
-                break
-            h.update(block)
-    return "sha256:" + h.hexdigest()
-
-
-def user_site_hooks(cfg, home_files):
-    """Start-up hooks in the sandbox user's home (pip --user and site put them there)."""
-    home = cfg["home"]
-    return {"~/" + rel: digest(os.path.join(home, rel)) for rel in home_files if STARTUP_HOOK.match(rel)}
-
-
-# Files whose pytest section changes what a test run collects, selects or reports (addopts
-# with --deselect or -k, testpaths, python_files, plugins...), as pytest finds them: in the
-# folder of the tests or any folder above it, so anywhere in the tree.
-PYTEST_INI = {"pytest.ini": None, ".pytest.ini": None, "tox.ini": ("pytest", "tool:pytest"),
-              "setup.cfg": ("tool:pytest", "pytest")}
-SECTION = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*$")
-
-
-def ini_sections(text, names):
-    """The lines of every [name] section of an INI file, in order."""
-    out, inside = [], False
-    for line in text.splitlines():
-        m = SECTION.match(line)
-        if m:
-            inside = m.group(1) in names
-            if inside:
-                out.append("[%s]" % m.group(1))
-            continue
-        if inside:
-            out.append(line)
-    return "\n".join(out)
-
-
-def pyproject_pytest(text):
-    """The [tool.pytest...] tables of a pyproject.toml, as sorted JSON; the whole file when
-    it does not parse or tomllib is missing (any change then counts)."""
-    try:
-        import tomllib
-        data = tomllib.loads(text)
-    except Exception:  # noqa: BLE001 - no tomllib (Python < 3.11) or not TOML
-        return text
-    tool = data.get("tool") if isinstance(data, dict) else None
-    pytest_cfg = tool.get("pytest") if isinstance(tool, dict) else None
-    return "" if pytest_cfg is None else json.dumps(pytest_cfg, sort_keys=True, default=str)
-
-
-def test_configuration(tree_files):
-    """"<file> [pytest configuration]" -> digest of its pytest part, for each such file."""
-    found = {}
-    for rel in tree_files:
-        name = rel.rsplit("/", 1)[-1]
-        if name not in PYTEST_INI and name != "pyproject.toml":
-            continue
-        full = os.path.join(TESTBED, rel)
-        try:
-            text = read_regular(full).decode("utf-8", "surrogateescape")
-        except OSError:
-            continue
-        if name == "pyproject.toml":
-            part = pyproject_pytest(text)
-        elif PYTEST_INI[name] is None:
-            part = text  # pytest.ini is pytest's whatever it holds
-        else:
-            part = ini_sections(text, PYTEST_INI[name])
-        if part:
-            found["%s [pytest configuration]" % rel] = "sha256:" + hashlib.sha256(
-                part.encode("utf-8", "surrogateescape")).hexdigest()
-    return found
-
-
-def pytest_plugins(files, prefix, root):
-    """"<entry_points.txt> [pytest11 plugins]" -> digest, for each installed distribution
-    (a .dist-info or .egg-info folder) that registers pytest plugins: pytest loads those
-    in every run without being asked."""
-    found = {}
-    for rel in files:
-        if not rel.endswith("/entry_points.txt") or not (".dist-info/" in rel or ".egg-info/" in rel):
-            continue
-        try:
-            text = read_regular(os.path.join(root, rel)).decode("utf-8", "surrogateescape")
-        except OSError:
-            continue
-        part = ini_sections(text, ("pytest11",))
-        if part.strip() != "[pytest11]" and part:
-            found["%s%s [pytest11 plugins]" % (prefix, rel)] = "sha256:" + hashlib.sha256(
-                part.encode("utf-8", "surrogateescape")).hexdigest()
-    return found
-
-
-def module_names(folder):
-    """Top-level module names a folder on sys.path offers: X.py, X.*.so, X/__init__.py."""
-    names = {}
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return names
-    for e in entries:
-        full = os.path.join(folder, e)
-        if e.endswith(".py") and os.path.isfile(full):
-            names.setdefault(e[:-3], e)
-        elif e.endswith(".so") and os.path.isfile(full):
-            names.setdefault(e.split(".", 1)[0], e)
-        elif os.path.isfile(os.path.join(full, "__init__.py")):
-            names.setdefault(e, e + "/__init__.py")
-    names.pop("__init__", None)
-    return names
-
-
-def installed_modules():
-    """Modules of the interpreter's own, root-owned folders: the standard library and the
-    site folders (pip and the distribution install there)."""
-    import site
-    import sysconfig
-    roots = set(site.getsitepackages())
-    paths = sysconfig.get_paths()
-    roots |= {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)}
-    roots |= {os.path.join(r, "lib-dynload") for r in list(roots)}
-    roots.add(HARNESS_PY)  # the harness's own sitecustomize and pytest plugin
-    names = set()
-    for r in roots:
-        if os.path.isdir(r) and os.stat(r).st_uid == 0:
-            names |= set(module_names(r))
-    return names
-
-
-def user_site(cfg):
-    v = sys.version_info
-    return os.path.join(cfg["home"], ".local/lib/python%d.%d/site-packages" % (v.major, v.minor))
-
-
-def base_tree_paths():
-    """Every file of the tree at base and every folder above one ("a/b.py", "a")."""
-    out = subprocess.run(
-        GIT_SAFE + ["ls-tree", "-r", "-z", "--name-only", "harness-base"],
-        cwd=TESTBED, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False, env=GIT_ENV,
-    ).stdout.decode("utf-8", "surrogateescape")
+def human_paths(patch, commit):
+    """The tree's paths the human's change touches: those its patch names (git reads them
+    off the patch, applying nothing) and, for a commit the image holds, those it changes."""
     paths = set()
-    for path in out.split("\0"):
-        while path:
-            paths.add(path)
-            path = os.path.dirname(path)
-    return paths
+    if os.path.isfile(patch) and os.path.getsize(patch) > 0:
+        out = run_git(["apply", "--numstat", "-z", patch])
+        # "added\tdeleted\tpath\0", or for a rename "added\tdeleted\t\0old\0new\0".
+        for field in out.split("\0"):
+            name = field.split("\t")[-1]
+            if name:
+                paths.add(name)
+    if commit:
+        out = run_git(["diff", "--name-only", "-z", "--no-renames", "harness-base^", commit, "--"])
+        paths |= {p for p in out.split("\0") if p}
+    return sorted(p for p in paths if not p.startswith("/") and ".." not in p.split("/"))
 
 
-def shadowing_modules(cfg):
-    """"<file> (shadows the installed module `X`)" -> digest, for every module in a folder
-    the sandbox user can write that Python searches before the installed one: the tree's
-    root and the folders its test and bench scripts run from (first on sys.path), and the
-    user's site folder (before the system's). A module of the tree at base is the task's
-    own code, not a shadow (a task that optimises more_itertools ships it at the root, and
-    pytest's own dependencies install another): only one the patch or the code adds is."""
-    installed = cfg.get("_installed")
-    if installed is None:
-        installed = cfg["_installed"] = installed_modules()
-    base = cfg.get("_base_paths")
-    if base is None:
-        base = cfg["_base_paths"] = base_tree_paths()
-    found = {}
-    folders = [("", os.path.join(TESTBED, d) if d else TESTBED) for d in cfg.get("script_dirs", [""])]
-    for prefix, folder in folders:
-        rel_dir = os.path.relpath(folder, TESTBED)
-        for name, entry in module_names(folder).items():
-            rel = entry if rel_dir == "." else rel_dir + "/" + entry
-            if name in installed and rel not in base:
-                found["%s (shadows the installed module `%s`)" % (rel, name)] = digest(os.path.join(folder, entry))
-    site_dir = user_site(cfg)
-    for name, entry in module_names(site_dir).items():
-        if name in installed:
-            rel = "~/" + os.path.relpath(os.path.join(site_dir, entry), cfg["home"])
-            found["%s (shadows the installed module `%s`)" % (rel, name)] = digest(os.path.join(site_dir, entry))
-    return found
+def unlock_human(cfg, patch, commit):
+    """Before the human's application, which runs as the sandbox user like every other
+    (nothing of the image runs as root): what it touches and root holds (protected files,
+    the folders above them and everything in a folder it removes, .git/config for a commit
+    with submodules) is handed to the sandbox user. after-apply hands it all back. The human's
+    change is the task's own and trusted; nothing of a sample has run in its container."""
+    unlocked = []
+    todo = [os.path.join(TESTBED, p) for p in human_paths(patch, commit)]
+    if commit:
+        todo.append(os.path.join(TESTBED, ".git", "config"))
+    seen = set()
+    for full in todo:
+        here = full
+        chain = []
+        while here.startswith(TESTBED + "/"):
+            chain.append(here)
+            here = os.path.dirname(here)
+        for path in chain:
+            if path in seen or not os.path.lexists(path):
+                continue
+            seen.add(path)
+            inside = [path]
+            if os.path.isdir(path) and not os.path.islink(path) and path == full:
+                for top, dirs, files in iwalk(path):
+                    inside += [os.path.join(top, n) for n in dirs + files]
+            for item in inside:
+                try:
+                    st = os.lstat(item)
+                except OSError:
+                    continue
+                if st.st_uid in TRUSTED:
+                    mode = None if stat.S_ISLNK(st.st_mode) else stat.S_IMODE(st.st_mode) | 0o200
+                    set_owner(item, cfg["uid"], cfg["gid"], mode)
+                    unlocked.append(os.path.relpath(item, TESTBED))
+    state = load_state()
+    state["unlocked"] = unlocked
+    write_json_atomic(STATE, state)
+    return unlocked
 
 
-def snapshot(cfg):
-    """path -> digest of everything watched: protected files of the tree, the harness's own
-    files and interpreter (absolute paths), start-up hooks in the user's home (~/...), the
-    pytest configuration anywhere in the tree, pytest plugins registered by distributions
-    the sandbox user installed, and modules it can write that shadow installed ones."""
-    snap = {}
-    tree_files = walk(TESTBED)
-    for rel in tree_files:
-        if is_protected(rel, cfg):
-            snap[rel] = digest(os.path.join(TESTBED, rel))
-    for path in cfg.get("extras", []) + [os.path.realpath(sys.executable)]:
-        snap[path] = digest(path)
-    home_files = walk(cfg["home"], skip={"__pycache__"})
-    snap.update(user_site_hooks(cfg, home_files))
-    snap.update(test_configuration(tree_files))
-    snap.update(pytest_plugins(tree_files, "", TESTBED))
-    snap.update(pytest_plugins(home_files, "~/", cfg["home"]))
-    snap.update(shadowing_modules(cfg))
-    for path in UNWALKABLE[:5]:
-        # Not in any manifest: a change, naming the folder the guard could not check.
-        snap["<unwalkable> " + path] = "unwalkable"
-    return snap
+def relock_protected(cfg):
+    """After the human's application: what unlock_human handed over is locked again."""
+    state = load_state()
+    for rel in state.pop("unlocked", []):
+        full = os.path.join(TESTBED, rel)
+        if not os.path.lexists(full):
+            continue
+        if rel == ".git/config":
+            set_owner(full, 0, 0, 0o444)
+        elif rel.startswith(".git/"):
+            lock_path(full, None, cfg)
+        else:
+            lock_path(full, rel, cfg)
+    write_json_atomic(STATE, state)
 
 
 def free_bytes():
@@ -606,7 +415,10 @@ def free_bytes():
 
 def disk_usage(cfg):
     """Bytes the tree (with .git) and the sandbox user's home take on disk: the only places
-    on the container's own, disk-backed file system it can write (see lock_root_fs)."""
+    on the container's own, disk-backed file system it can write (see lock_root_fs). At run
+    time root counts them (a folder the user closed to others counts too)."""
+    if broker.available():
+        return sum(broker.du(root) for root in (TESTBED, cfg["home"]) if os.path.lexists(root))
     total = 0
     for root in (TESTBED, cfg["home"]):
         for here, dirs, files in iwalk(root):
@@ -618,10 +430,24 @@ def disk_usage(cfg):
     return total
 
 
-STATE = "/opt/harness/state.json"
-HARNESS_PY = "/opt/harness/py"
+STATE = "/opt/harness/var/state.json"
+MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 
+def layer_size(cfg):
+    """What one sandboxed run may write in all (tree, home, /tmp...): the task's disk limit,
+    held in memory and charged to the container's, so at most half the container's memory
+    (a run that fills it is stopped as past the disk limit, before the OOM killer would take
+    the harness's own processes)."""
+    size = int(cfg.get("disk_limit") or 0) or (1 << 30)
+    for path in MEMORY_LIMITS:
+        try:
+            with open(path) as f:
+                size = min(size, int(f.read().strip()) // 2)
+            break
+        except (OSError, ValueError):
+            continue
+    return max(size, 16 << 20)
 def load_state():
     try:
         with open(STATE) as f:
@@ -667,8 +493,11 @@ def clear_planted_bytecode(cfg, manifest=None):
             full = os.path.join(cache, name)
             if name.startswith(stem) and name.endswith(".pyc"):
                 try:
-                    if os.lstat(full).st_uid != 0:
-                        os.unlink(full)
+                    if os.lstat(full).st_uid not in TRUSTED:
+                        if broker.available():
+                            broker.remove(full)
+                        else:
+                            os.unlink(full)
                         removed.append(os.path.relpath(full, TESTBED))
                 except OSError:
                     pass
@@ -684,8 +513,7 @@ def write_json_atomic(path, value):
 
 
 def emit(result):
-    nonce = os.environ.get("HARNESS_NONCE", "")
-    sys.stdout.write("\n%s%s %s\n" % (result_prefix(), ":" + nonce if nonce else "", json.dumps(result)))
+    sys.stdout.write(result_line(result))
     sys.stdout.flush()
 
 
@@ -695,11 +523,20 @@ def after_apply(cfg):
     the guard could not read."""
     # Nothing of the sandbox user's may outlive the patch's application.
     kill_user(cfg["uid"], cfg["gid"])
+    if load_state().get("unlocked"):
+        # The human's application ran with the protected files handed to the sandbox user
+        # (unlock): every one of them is root's again, changed or not.
+        relock_protected(cfg)
     tree, code = tree_digests(cfg)
     lock_changed(cfg)
     installed = sorted(installed_modules())
     cfg["_installed"] = set(installed)
     snap = snapshot(cfg)
+    bad_name = undecodable(snap) or undecodable(cfg.get("_base_paths") or [])
+    if bad_name is not None:
+        # A name that is not UTF-8 cannot be compared, shown or diffed faithfully: refused.
+        return {"tree_error": "the patch made a file name that is not UTF-8: %s"
+                              % bad_name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")}
     if UNWALKABLE:
         return {"tree_error": "the guard cannot read %s%s" % (
             UNWALKABLE[0], " and %d more" % (len(UNWALKABLE) - 1) if len(UNWALKABLE) > 1 else "")}
@@ -714,7 +551,8 @@ def after_apply(cfg):
 
 def main(argv):
     if len(argv) < 2:
-        sys.stderr.write("usage: guard.py lock-image CONFIG | after-apply | snapshot\n")
+        sys.stderr.write("usage: guard.py lock-image CONFIG | after-apply | unlock-human PATCH [COMMIT]"
+                         " | snapshot\n")
         return 2
     cmd = argv[1]
     if cmd == "lock-image":
@@ -734,6 +572,11 @@ def main(argv):
             # What the patch made cannot be checked: the patch's fault, never the harness's.
             emit({"tree_error": "the guard cannot check the tree the patch made: %s: %s"
                                 % (type(e).__name__, e)})
+        return 0
+    if cmd == "unlock-human":
+        # argv: PATCH [COMMIT]
+        unlocked = unlock_human(cfg, argv[2], argv[3] if len(argv) > 3 else "")
+        emit({"unlocked": len(unlocked)})
         return 0
     if cmd == "snapshot":
         emit({"snapshot": snapshot(cfg), "changes": changes(cfg)})

@@ -1,6 +1,7 @@
 #!/bin/sh
-# The human reference of a prebuilt-image task from its commit (GSO's `opt_commit`), as root
-# before anything of a sample runs. GSO checks the commit out; here it becomes the diff from
+# The human reference of a prebuilt-image task from its commit (GSO's `opt_commit`), as the
+# sandbox user, before anything of a sample runs (the guard has handed what the commit
+# touches to that user: guard.py unlock-human). GSO checks the commit out; here it becomes the diff from
 # the image's base (harness-base^, the image's own HEAD) to the commit, applied by the same
 # cascade as every patch, so the tree is opt_commit's wherever the cascade applies it and
 # the guard locks it as for any variant. Submodules the commit moves are then checked out at
@@ -54,9 +55,11 @@ SELF="$HERE/human_commit.sh"
 if $G cat-file -e "$COMMIT^{commit}" 2>/dev/null; then
     SHA="$($G rev-parse "$COMMIT^{commit}")"
     echo "human: opt_commit $SHA is in the image: applying git diff harness-base^ $SHA"
+    # The diff goes where the sandbox user may write (/opt/harness is root's).
+    COMMIT_PATCH="$(mktemp "${TMPDIR:-/tmp}/harness-human.XXXXXX")" || exit 1
     $G diff --binary --no-color --no-ext-diff --no-textconv --end-of-options \
-        harness-base^ "$SHA" >"$PATCH.commit" || exit 1
-    mv "$PATCH.commit" "$PATCH"
+        harness-base^ "$SHA" >"$COMMIT_PATCH" || exit 1
+    PATCH="$COMMIT_PATCH"
 else
     if [ ! -s "$PATCH" ]; then
         echo "human: the image does not hold opt_commit $COMMIT, and the task gives no human.patch"

@@ -4,6 +4,7 @@ digest of its output (its figure masked, ignored lines left out) for the check a
 base's; the output file it wrote, as the supervisor copied it out of the run's layer."""
 import hashlib
 import json
+import math
 import os
 
 TAIL_BYTES = 64 * 1024
@@ -80,9 +81,18 @@ def find_metric(texts, pattern, json_key):
     if len(values) == 1:
         try:
             value = float(str(values[0]).strip())
-        except ValueError:
+        except (ValueError, OverflowError):
+            value = None
+        # A figure that is no finite number (400 digits read as inf, nan) is no figure: the
+        # bench's own failure, not a result the contract could carry.
+        if value is not None and not math.isfinite(value):
             value = None
     return value, len(values), masked[0] if masked else ""
+
+
+def digest_of_digests(digests):
+    """One digest for a run's repetitions: equal only when every repetition's is, in order."""
+    return hashlib.sha256("\n".join(digests).encode()).hexdigest()
 
 
 def output_digest(text, ignore):

@@ -54,14 +54,16 @@ class PipeReader:
 
 def inner_pid(pid):
     """A process's pid in its own (innermost) PID namespace, where the bench's sandbox puts
-    it and the simulator's log names it (the last field of NSpid)."""
+    it and the simulator's log names it (the last field of NSpid); None when the process
+    is gone before its status could be read (its outer number would name no process of the
+    log)."""
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
                 if line.startswith("NSpid:"):
                     return line.split()[-1]
     except OSError:
-        pass
+        return None
     return str(pid)
 
 
@@ -79,16 +81,21 @@ class PidWatch:
     def _loop(self):
         while True:
             try:
-                self.seen.update(inner_pid(pid) for pid in guard.user_processes(self.uid))
+                inner = (inner_pid(pid) for pid in guard.user_processes(self.uid))
+                self.seen.update(p for p in inner if p is not None)
             except OSError:
                 pass
             if self._stop.wait(0.02):
                 return
 
-    def stop(self):
+    def stop(self, own=()):
+        """The bench's processes seen: every one but `own`, the pids the run's supervisor
+        reports as its own helpers (the warm-up, and those that stop every process of the
+        sandbox user after the bench, which are that user too and were once seen under
+        load). The supervisor names them; a bench process cannot be among them."""
         self._stop.set()
         self._thread.join()
-        return self.seen
+        return self.seen - {str(p) for p in own}
 
 
 def simulated_cost(log, seen=()):

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Runs one command of the code under test inside a task container, as root, for the harness.
+"""Runs one command of the code under test inside a task container, for the harness.
 
-    HARNESS_NONCE=... python3 -I -S /opt/harness/timed_run.py plain [--witness] -- 'python3 test.py'
-    HARNESS_NONCE=... python3 -I -S /opt/harness/timed_run.py timed --out-dir /run/harness/bench \
+    HARNESS_NONCE=... harness-supervisor warden /opt/harness/timed_run.py plain [--witness] -- 'python3 test.py'
+    HARNESS_NONCE=... harness-supervisor warden /opt/harness/timed_run.py timed --out-dir /run/harness/bench \
         [--output-limit BYTES] [--ignore REGEX]... [--metric-pattern REGEX | --metric-json-key KEY] \
         [--output-file PATH] -- 'python3 bench.py'
 
-The command runs as the unprivileged sandbox user (see guard.py), in /testbed, with no core
-dumps, files no larger than the task's disk limit, and an OOM score that makes the kernel kill
-it before this process. This process stays root, out of its reach: the code cannot signal it,
-read its environment or change its files, so the figures and checks it prints are its own.
+This program runs as the warden, an unprivileged user of the harness's own, under the
+interpreter pinned at image build; root's supervisor beside it (harness-supervisor `warden`,
+broker.py) starts the command as the unprivileged sandbox user (see guard.py), in /testbed,
+with no core dumps, files no larger than the task's disk limit, and an OOM score that makes
+the kernel kill it before this process. The code cannot signal this process, read its
+environment or change its files, so the figures and checks it prints are its own.
 Before the command: every process of the sandbox user is killed and bytecode planted beside
 protected modules is removed. While it runs, a watchdog stops it when the tree and the
 user's home grow past the task's disk limit, or (timed) its output past the output limit.
@@ -48,14 +50,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import caches  # noqa: E402
+import broker  # noqa: E402
 import guard  # noqa: E402
 import output  # noqa: E402
-import simulate  # noqa: E402
 import timer_contract  # noqa: E402
-import witness as witness_mod  # noqa: E402
+# caches (the install's), simulate and witness (the test's) are imported where they are
+# used: every module imported here is paid at every timed exec.
 
-SUPERVISOR = "/opt/harness/bin/harness-supervisor"
 # Descriptors of a sandboxed run (harness/supervisor): go, ready, result, copied output file.
 GO_FD, READY_FD, RESULT_FD, COPY_FD = 3, 4, 6, 7
 PLAIN_OUTPUT_LIMIT = 64 * 1024 * 1024
@@ -130,11 +131,31 @@ def argv_for(command):
 def image_env():
     """The image's environment, as the supervisor handed it over (this program itself runs
     in one of the harness's own)."""
-    text = os.environ.get("HARNESS_CHILD_ENV")
-    env = json.loads(text) if text else dict(os.environ)
-    for key in ("HARNESS_NONCE", "HARNESS_CHILD_ENV", "HARNESS_IN_SANDBOX"):
+    env = image_env_raw()
+    for key in ("HARNESS_NONCE", "HARNESS_CHILD_ENV", "HARNESS_BROKER_FD", SEEDS_VAR):
         env.pop(key, None)
     return env
+
+
+SEEDS_VAR = "HARNESS_BENCH_SEEDS"
+
+
+def repetition_seeds(count):
+    """The seed of each timed repetition, in order: HARNESS_BENCH_SEEDS (drawn by the harness
+    for this round, in this process's environment, which the code under test cannot read),
+    each revealed to the bench as HARNESS_BENCH_SEED only when its repetition starts. Without
+    it, HARNESS_BENCH_SEED for every repetition."""
+    env = image_env_raw()
+    listed = [s for s in (env.get(SEEDS_VAR) or os.environ.get(SEEDS_VAR) or "").split(",") if s.strip()]
+    if listed:
+        return [listed[i % len(listed)].strip() for i in range(count)]
+    one = env.get("HARNESS_BENCH_SEED") or os.environ.get("HARNESS_BENCH_SEED") or "0"
+    return [one] * count
+
+
+def image_env_raw():
+    text = os.environ.get("HARNESS_CHILD_ENV")
+    return json.loads(text) if text else dict(os.environ)
 
 
 def child_env(cfg, extra):
@@ -157,62 +178,9 @@ def witness_env(cfg):
     }
 
 
-# The launcher: a fresh, small interpreter that limits itself, drops to the sandbox user,
-# says it is ready, waits for the go and execs the command (so the timed process is the
-# command itself, its exit its own). posix_spawn cannot change the user, and exec from a
-# fork of this process costs about a millisecond more (the forked copy of this interpreter
-# is torn down inside the timed interval): the launcher starts before the clock, only its
-# exec is timed. Its OOM score makes the kernel's OOM killer take the code under test, not
-# the harness's timer, when the container runs out of memory; no core dumps (a dump would
-# land in the tree); no file larger than the disk limit. It starts as root in the harness's
-# environment and execs the command in the command's, handed over in HARNESS_EXEC_ENV.
-LAUNCHER = """
-import json, os, sys, resource
-uid, gid, fsize = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
-try:
-    with open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")
-except OSError:
-    pass
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-if fsize > 0:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-os.setgroups([])
-os.setresgid(gid, gid, gid)
-os.setresuid(uid, uid, uid)
-os.chdir(sys.argv[3])
-null = os.open("/dev/null", os.O_RDONLY)
-os.dup2(null, 0)
-os.close(null)
-os.write(4, b"r")
-os.close(4)
-go = os.read(3, 1)
-os.close(3)
-if not go:
-    os._exit(126)
-env = json.loads(os.environ["HARNESS_EXEC_ENV"])
-try:
-    os.execve(sys.argv[5], sys.argv[6:], env)
-except OSError as e:
-    os.write(2, ("cannot start %r: %s\\n" % (sys.argv[6:], e)).encode())
-    os._exit(127)
-"""
-
-
-def resolve(program, env):
-    if "/" in program:
-        return program if program.startswith("/") else os.path.join(guard.TESTBED, program)
-    for d in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
-        full = os.path.join(d or ".", program)
-        if os.path.isfile(full) and os.access(full, os.X_OK):
-            return full
-    return program
-
-
 def high_fd(fd):
-    """The descriptor moved above every number posix_spawn's dup2 puts one on (3 to 7), so
-    that no dup2 overwrites another's source and each takes effect (a dup2 onto itself would
-    keep close-on-exec)."""
+    """The descriptor moved above every number a run's descriptors go to (3 to 7), so that
+    none of ours is closed or shadowed while they are put in place."""
     if fd > COPY_FD:
         return fd
     moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, COPY_FD + 1)
@@ -225,45 +193,36 @@ def witness_pipe():
     return r, high_fd(w)
 
 
-class Launched:
-    """A command ready to start: its process is waiting for the go."""
-
-    def __init__(self, argv, env, cfg, stdout_fd, stderr_fd, witness_fd=None):
-        go_r, self.go_w = os.pipe()
-        ready_r, ready_w = os.pipe()
-        go_r, ready_w = high_fd(go_r), high_fd(ready_w)
-        largv = [sys.executable, "-I", "-S", "-c", LAUNCHER, str(cfg["uid"]), str(cfg["gid"]),
-                 guard.TESTBED, str(int(cfg.get("disk_limit") or 0)), resolve(argv[0], env)] + argv
-        actions = [
-            (os.POSIX_SPAWN_DUP2, stdout_fd, 1),
-            (os.POSIX_SPAWN_DUP2, stderr_fd, 2),
-            (os.POSIX_SPAWN_DUP2, go_r, 3),
-            (os.POSIX_SPAWN_DUP2, ready_w, 4),
-        ]
-        if witness_fd is not None:
-            actions.append((os.POSIX_SPAWN_DUP2, witness_fd, WITNESS_FD))
-        # The launcher starts as root: in an environment of the harness's own (the image's
-        # LD_LIBRARY_PATH could load a library from the tree into it), with the command's
-        # environment handed over for its exec, after the drop.
-        own = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HARNESS_EXEC_ENV": json.dumps(env)}
-        self.pid = os.posix_spawn(sys.executable, largv, own, file_actions=actions)
-        os.close(go_r)
-        os.close(ready_w)
-        self.ready = os.read(ready_r, 1) == b"r"
-        os.close(ready_r)
-
-    def go(self):
-        try:
-            os.write(self.go_w, b"g")
-        except OSError:
-            pass
-        os.close(self.go_w)
+def run_options(cfg, persist, report_writes=False):
+    """harness-supervisor run's options for a command of the code under test: as the
+    sandbox user, in the tree, files no larger than the disk limit; in a sandbox of its own
+    (layers over what it may write) unless `persist` (the install, whose writes stay)."""
+    options = ["--uid", str(cfg["uid"]), "--gid", str(cfg["gid"]), "--cwd", guard.TESTBED,
+               "--fsize", str(int(cfg.get("disk_limit") or 0)), "--result-fd", str(RESULT_FD)]
+    if persist:
+        options.append("--persist")
+    else:
+        options += ["--layer-size", str(layer_size(cfg))] + layers(cfg)
+    if report_writes:
+        options.append("--report-writes")
+    return options
 
 
-def spawn(argv, env, cfg, stdout_fd, stderr_fd, witness_fd=None):
-    launched = Launched(argv, env, cfg, stdout_fd, stderr_fd, witness_fd)
-    launched.go()
-    return launched.pid
+def start_plain(cfg, argv, env, out_fd, witness_fd, persist, report_writes):
+    """Starts `argv` as the sandbox user through root's supervisor (the warden cannot change
+    its user). Returns the read end of the run's result: the supervisor's report, then its
+    end of file when the run is over."""
+    result_r, result_w = os.pipe()
+    fds = {1: out_fd, 2: out_fd, RESULT_FD: result_w}
+    options = run_options(cfg, persist, report_writes)
+    if witness_fd is not None:
+        fds[WITNESS_FD] = witness_fd
+        options += ["--keep-fd", str(WITNESS_FD)]
+    try:
+        broker.run(options, argv, env, fds)
+    finally:
+        os.close(result_w)
+    return result_r
 
 
 def exit_code(status):
@@ -363,31 +322,44 @@ def environment_roots(cfg):
 
 
 def run_plain(cfg, manifest, command, limit, with_witness):
+    """The install (its writes stay) or, `with_witness`, the test (in a sandbox of its own,
+    like every timed run: nothing it leaves is seen by the runs after it; what it wrote is
+    listed and checked)."""
+    import caches
+    import witness as witness_mod
     state = guard.load_state()
     if not with_witness:
         # The install may make a prebuilt image's environment anew (GSO's `uv venv`
-        # removes .venv first): root's caches there, which the user may not remove, go
-        # first; after the install root compiles them again (caches.after_install).
+        # removes .venv first): the harness's caches there, which the user may not remove,
+        # go first; after the install the warden compiles them again (caches.after_install).
         caches.remove_root_caches(environment_roots(cfg))
     before, oom_before = before_run(cfg, manifest)
     argv = argv_for(command)
     r, w = os.pipe()
+    w = high_fd(w)
     witness = witness_mod.Witness(witness_pipe()) if with_witness else None
     extra = witness_env(cfg) if witness else {}
     watchdog = Watchdog(cfg, state)
-    pid = spawn(argv, child_env(cfg, extra), cfg, w, w, witness.w if witness else None)
-    os.close(w)
-    if witness:
-        witness.close_writer()
-    forwarded = 0
-    lingering = 0
-    flood = False
-    status = None
-    readers = [r] + ([witness.r] if witness else [])
-    while r in readers:
+    try:
+        result_r = start_plain(cfg, argv, child_env(cfg, extra), w, witness.w if witness else None,
+                               persist=not with_witness, report_writes=with_witness)
+    finally:
+        os.close(w)
+        if witness:
+            witness.close_writer()
+    forwarded, flood, lingering = 0, False, 0
+    report = []
+    readers = [r, result_r] + ([witness.r] if witness else [])
+    while readers:
         ready, _, _ = select.select(readers, [], [], 0.2)
         if witness and witness.r in ready and not witness.read_some():
             readers.remove(witness.r)
+        if result_r in ready:
+            block = os.read(result_r, 65536)
+            if block:
+                report.append(block)
+            else:
+                readers.remove(result_r)
         if r in ready:
             chunk = os.read(r, 65536)
             if not chunk:
@@ -399,46 +371,63 @@ def run_plain(cfg, manifest, command, limit, with_witness):
                 if len(chunk) > room:
                     flood = True
                     lingering += guard.kill_user(cfg["uid"], cfg["gid"])[0]
-        if status is None:
-            done, st = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = st
-                # Whatever it left behind holds the pipe open: kill it so the pipe ends.
-                lingering += guard.kill_user(cfg["uid"], cfg["gid"])[0]
     os.close(r)
-    if status is None:
-        _, status = os.waitpid(pid, 0)
+    os.close(result_r)
     watchdog.stop()
+    run = parse_report(report)
     result = {
-        "exit_code": exit_code(status),
+        "exit_code": run.get("exit_code", -9),
         "output_bytes": forwarded,
         "output_flood": flood,
         "output_limit": limit,
     }
     result.update(before)
     result.update(after_run(cfg, manifest, state, oom_before, watchdog))
-    result["lingering_killed"] += lingering
+    result["lingering_killed"] += lingering + run.get("lingering_killed", 0)
+    if with_witness:
+        fresh = run.get("fresh", {})
+        result["changes"].update(guard.written_changes(cfg, fresh.get("written", {})))
+        if fresh.get("layer_full"):
+            result["disk_exceeded"] = True
+            result["disk_used"] = fresh.get("layer_bytes")
+            result["disk_limit"] = layer_size(cfg)
     if witness:
         result["witness"] = witness.report()
     elif result["exit_code"] == 0 and not result["changes"] and not result.get("survivors"):
-        # The install: what every timed run starts from, with root's caches of its code.
+        # The install: what every timed run starts from, with the harness's caches of its code.
         result.update(caches.after_install(cfg, guard.TESTBED))
     return result
 
 
+def parse_report(blocks):
+    """The supervisor's report of a run (its last line); a sandbox that could not be made is
+    the harness's failure."""
+    text = b"".join(blocks).decode("utf-8", "replace").strip()
+    try:
+        report = json.loads(text.splitlines()[-1]) if text else {}
+    except ValueError:
+        report = {}
+    if "error" in report:
+        raise HarnessError("the run's sandbox failed: %s" % report["error"])
+    return report
+
+
 def run_timed(cfg, manifest, command, opts):
     """The bench `opts["repetitions"]` times in a row, each in a sandbox made for it alone
-    (the supervisor's: fresh copy-on-write layers over every writable mount, fresh mount,
-    IPC and PID namespaces), so no repetition can see anything an earlier one left. The
-    result is the fastest repetition's (the floor: a figure the machine's noise can only
-    make slower), with every repetition's wall time, CPU time, figure and output digest
-    beside it; a bench whose output differs between repetitions is marked, since the same
-    seed must give the same answer."""
+    (the supervisor's: fresh copy-on-write layers over the tree and home, fresh empty
+    places where the container has a tmpfs, fresh mount, IPC and PID namespaces), each with
+    a seed of its own (repetition_seeds): no repetition can see anything an earlier one
+    left, and what an earlier one computed answers a question no longer asked. The result's
+    top-level figures are the fastest repetition's, with every repetition's wall time, CPU
+    time, figure and output digest beside it (the harness chooses the exec's figure from
+    them); the output digest is the digest of every repetition's digest in order, so it
+    equals base's only when every repetition printed base's answer for its seed."""
     before, oom_before = before_run(cfg, manifest)
     os.makedirs(opts["out_dir"], mode=0o755, exist_ok=True)
     reps, sim_reader, seen = [], None, set()
-    for _ in range(max(1, opts["repetitions"])):
-        rep, sim_reader, seen = one_repetition(cfg, command, opts)
+    count = max(1, opts["repetitions"])
+    for seed in repetition_seeds(count):
+        rep, sim_reader, seen = one_repetition(cfg, command, opts, seed)
         reps.append(rep)
         if "early" in rep or rep["exit_code"] != 0 or rep["output_flood"] or rep.get("layer_full"):
             break
@@ -448,6 +437,8 @@ def run_timed(cfg, manifest, command, opts):
     result["reps"] = [{"wall_ns": r["wall_ns"], "user_s": r["user_s"], "sys_s": r["sys_s"],
                        "metric": r.get("metric"), "output_digest": r["output_digest"]} for r in reps]
     result["reps_digests_differ"] = len({r["output_digest"] for r in reps}) > 1
+    if len(reps) > 1:
+        result["output_digest"] = output.digest_of_digests([r["output_digest"] for r in reps])
     result.update(before)
     # Nothing a run did is left to check or remove: its sandbox is gone. What is reported is
     # what it wrote while it ran (a full layer stops it, like the disk limit before).
@@ -460,7 +451,11 @@ def run_timed(cfg, manifest, command, opts):
     result["disk_used"] = max(r.get("layer_bytes", 0) for r in reps)
     result["disk_exceeded"] = any(r.get("layer_full") for r in reps)
     # Every process of the run is gone: the simulator's log's writers are closed.
-    result["simulated"] = simulate.simulated_cost(sim_reader.text(), seen) if sim_reader is not None else None
+    if sim_reader is not None:
+        import simulate
+        result["simulated"] = simulate.simulated_cost(sim_reader.text(), seen)
+    else:
+        result["simulated"] = None
     result["harness_error"] = None
     return result
 
@@ -478,23 +473,15 @@ def pinned_program(name):
     return path if isinstance(path, str) and path.startswith("/") else None
 
 
-MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-
-
 def layer_size(cfg):
-    """What one run may write in all (tree, home, /tmp...): the task's disk limit, held in
-    memory and charged to the container's, so at most half the container's memory (a run
-    that fills it is stopped as past the disk limit, before the OOM killer would take the
-    harness's own processes)."""
-    size = int(cfg.get("disk_limit") or 0) or (1 << 30)
-    for path in MEMORY_LIMITS:
-        try:
-            with open(path) as f:
-                size = min(size, int(f.read().strip()) // 2)
-            break
-        except (OSError, ValueError):
-            continue
-    return max(size, 16 << 20)
+    return guard.layer_size(cfg)
+
+
+def layers(cfg):
+    """The supervisor's --layer options: the folders of the container's own file system the
+    sandbox user may write (the tree and its home), each a copy-on-write layer of its own in
+    a run; the rest of that file system is read-only there."""
+    return ["--layer", guard.TESTBED, "--layer", cfg["home"]]
 
 
 class HarnessError(Exception):
@@ -502,38 +489,32 @@ class HarnessError(Exception):
 
 
 class Sandboxed:
-    """A bench ready to start in a fresh sandbox (harness/supervisor: `run`): the supervisor
-    has made the sandbox and the launcher in it has dropped to the sandbox user and waits
-    for the go. The supervisor's init times the bench from the go to its end and reports."""
+    """A bench ready to start in a fresh sandbox (the supervisor's `run`, started by root's
+    supervisor for the warden): the sandbox is made and the launcher in it has dropped to the
+    sandbox user and waits for the go. The supervisor's init times the bench from the go to
+    its end and reports."""
 
     def __init__(self, cfg, argv, env, stdout_fd, stderr_fd, extra_fd=None, copy=None):
         go_r, self.go_w = os.pipe()
         ready_r, ready_w = os.pipe()
         self.result_r, result_w = os.pipe()
-        go_r, ready_w, result_w = high_fd(go_r), high_fd(ready_w), high_fd(result_w)
-        sargv = [SUPERVISOR, "run", "--uid", str(cfg["uid"]), "--gid", str(cfg["gid"]),
-                 "--cwd", guard.TESTBED, "--fsize", str(int(cfg.get("disk_limit") or 0)),
-                 "--layer-size", str(layer_size(cfg)), "--go-fd", str(GO_FD),
-                 "--ready-fd", str(READY_FD), "--result-fd", str(RESULT_FD), "--warm"]
-        actions = [
-            (os.POSIX_SPAWN_DUP2, stdout_fd, 1),
-            (os.POSIX_SPAWN_DUP2, stderr_fd, 2),
-            (os.POSIX_SPAWN_DUP2, go_r, GO_FD),
-            (os.POSIX_SPAWN_DUP2, ready_w, READY_FD),
-            (os.POSIX_SPAWN_DUP2, result_w, RESULT_FD),
-        ]
+        options = run_options(cfg, persist=False) + ["--go-fd", str(GO_FD), "--ready-fd",
+                                                     str(READY_FD), "--warm"]
+        fds = {1: stdout_fd, 2: stderr_fd, GO_FD: go_r, READY_FD: ready_w, RESULT_FD: result_w}
         if extra_fd is not None:
-            actions.append((os.POSIX_SPAWN_DUP2, extra_fd, WITNESS_FD))
-            sargv += ["--keep-fd", str(WITNESS_FD)]
+            fds[WITNESS_FD] = extra_fd
+            options += ["--keep-fd", str(WITNESS_FD)]
         if copy is not None:
             # The output file is the bench's own: one the install left does not count.
             path, fd, limit = copy
-            actions.append((os.POSIX_SPAWN_DUP2, fd, COPY_FD))
-            sargv += ["--remove", path, "--copy-out", "%s=%d" % (path, COPY_FD),
-                      "--copy-limit", str(limit)]
-        self.pid = os.posix_spawn(SUPERVISOR, sargv + ["--"] + argv, env, file_actions=actions)
-        for fd in (go_r, ready_w, result_w):
-            os.close(fd)
+            fds[COPY_FD] = fd
+            options += ["--remove", path, "--copy-out", "%s=%d" % (path, COPY_FD),
+                        "--copy-limit", str(limit)]
+        try:
+            broker.run(options, argv, env, fds)
+        finally:
+            for fd in (go_r, ready_w, result_w):
+                os.close(fd)
         self.ready = os.read(ready_r, 1) == b"r"
         os.close(ready_r)
 
@@ -553,16 +534,17 @@ class Sandboxed:
                 break
             chunks.append(block)
         os.close(self.result_r)
-        _, status = os.waitpid(self.pid, 0)
         try:
             return json.loads(b"".join(chunks).decode("utf-8", "replace"))
         except ValueError:
-            return {"error": "the supervisor gave no report (exit %d)" % exit_code(status)}
+            return {"error": "the supervisor gave no report"}
 
 
-def one_repetition(cfg, command, opts):
-    """One timed run of the bench in its own sandbox: (its figures, the simulator's log
-    reader, the pids the simulator saw)."""
+def one_repetition(cfg, command, opts, seed):
+    """One timed run of the bench in its own sandbox, with its seed: (its figures, the
+    simulator's log reader, the pids the simulator saw)."""
+    if opts["simulate"]:
+        import simulate
     out_dir = opts["out_dir"]
     argv = argv_for(command)
     throttled_before = throttled()
@@ -573,7 +555,7 @@ def one_repetition(cfg, command, opts):
     sim_reader, sim_w = None, None
     if opts["simulate"]:
         # A fixed hash seed: the same code does the same work on every run.
-        env = child_env(cfg, {"PYTHONHASHSEED": "0"})
+        env = child_env(cfg, {"PYTHONHASHSEED": "0", "HARNESS_BENCH_SEED": seed})
         valgrind = pinned_program("valgrind")
         if valgrind is None:
             # No run is made: no field has a value but the simulator's.
@@ -588,7 +570,7 @@ def one_repetition(cfg, command, opts):
         sim_w = high_fd(sim_w)
         sim_reader = simulate.PipeReader(sim_r, simulate.SIM_LOG_LIMIT)
     else:
-        env = child_env(cfg, {})
+        env = child_env(cfg, {"HARNESS_BENCH_SEED": seed})
     copy = (opts["output_file"], copy_fd, opts["output_limit"]) if copy_fd is not None else None
     run = Sandboxed(cfg, argv, env, out_fd, err_fd, sim_w, copy)
     pid_watch = None
@@ -599,7 +581,7 @@ def one_repetition(cfg, command, opts):
     run.go()
     report = run.finish()
     watchdog.stop()
-    seen = pid_watch.stop() if pid_watch is not None else set()
+    seen = pid_watch.stop(report.get("helpers", [])) if pid_watch is not None else set()
     if "error" in report:
         raise HarnessError("the run's sandbox failed: %s" % report["error"])
     probe_after = cpu_probe_ms()
@@ -695,16 +677,13 @@ def main(argv):
     mode, named, command = parse_args(args)
     timer_contract.schema()  # read before anything runs: the result line needs it
     cfg = guard.load_config()
-    if mode == "plain" and named["--witness"] and not os.environ.get("HARNESS_IN_SANDBOX"):
-        # The test runs in a sandbox of its own, like every timed run: nothing it leaves is
-        # seen by the runs after it. This program runs again inside, as root.
-        os.environ["HARNESS_IN_SANDBOX"] = "1"
-        os.execv(SUPERVISOR, [SUPERVISOR, "run", "--as-root", "--layer-size", str(layer_size(cfg)),
-                              "--", SUPERVISOR, "python", os.path.abspath(__file__)] + args)
     manifest = guard.load_manifest()
     if mode == "plain":
         limit = int(named.get("--output-limit", PLAIN_OUTPUT_LIMIT))
-        result = run_plain(cfg, manifest, command, limit, named["--witness"])
+        try:
+            result = run_plain(cfg, manifest, command, limit, named["--witness"])
+        except (HarnessError, broker.BrokerError) as e:
+            result = {"harness_error": str(e)}
     elif mode == "timed":
         ignore, metric, bad = compile_patterns(named)
         opts = {

@@ -137,10 +137,51 @@ def checked(result):
     return error_result("the timer's result breaks its contract (timer_result.schema.json): %s" % shown)
 
 
-def emit(result, out=None):
-    """Prints the result line, `PREFIX:NONCE JSON`, the nonce from the environment (which the
-    code under test cannot read)."""
-    out = out or sys.stdout
+def undecodable(value):
+    """The first string in `value` (keys included) that holds bytes that are not UTF-8 (read
+    with surrogateescape: a file name the code made), or None."""
+    if isinstance(value, str):
+        return value if any("\udc80" <= c <= "\udcff" for c in value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = undecodable(k) or undecodable(v)
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            found = undecodable(v)
+            if found is not None:
+                return found
+    return None
+
+
+def escaped(text):
+    """A string with its bytes that are not UTF-8 written as \\xNN (the one way every line
+    of the harness's carries them; the host reads valid JSON)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def carried(value):
+    """`value` with every string escaped (see escaped)."""
+    if isinstance(value, str):
+        return escaped(value) if undecodable(value) is not None else value
+    if isinstance(value, dict):
+        return {carried(k): carried(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [carried(v) for v in value]
+    return value
+
+
+def line(result):
+    """The result line, `PREFIX:NONCE JSON`, the nonce from the environment (which the code
+    under test cannot read): valid JSON whatever bytes the code put into names or output."""
     nonce = os.environ.get("HARNESS_NONCE", "")
-    out.write("\n%s%s %s\n" % (prefix(), ":" + nonce if nonce else "", json.dumps(result)))
+    text = json.dumps(carried(result))
+    return "\n%s%s %s\n" % (prefix(), ":" + nonce if nonce else "", text)
+
+
+def emit(result, out=None):
+    """Prints the result line (see line)."""
+    out = out or sys.stdout
+    out.write(line(result))
     out.flush()

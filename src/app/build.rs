@@ -65,9 +65,11 @@ async fn one(engine: &Engine, o: &BuildOptions, task: &Task) -> serde_json::Valu
     let cache = o.results_dir.join(".cache");
     let log = o
         .results_dir
-        .join("images")
+        .join(crate::store::run_folder::names::IMAGES_DIR)
         .join(format!("{}.build.log", task.id));
     let result = async {
+        // The build writes its log by path: nothing on the way may be a link.
+        crate::store::confined::Confined::beneath(&o.results_dir).check(&log)?;
         let material = crate::sandbox::source::materialize(task, &cache)?;
         ensure_task_image(engine, task, &material, &log, o.force, None).await
     }

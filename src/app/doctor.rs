@@ -356,80 +356,43 @@ async fn base_image_check(engine: &Engine) -> Check {
     }
 }
 
-/// Whether task containers can make each timed run's sandbox (new namespaces and mounts:
-/// root in the container needs SYS_ADMIN, which AppArmor, a seccomp profile of the host's
-/// or a rootless engine may refuse): a container of the base image, made as the harness
-/// makes task containers, runs the supervisor once.
+/// Whether the harness's containers keep Docker's default boundary and can make each timed
+/// run's sandbox without privilege: a container of the probe image (the harness's static
+/// supervisor alone), made as every container is, reports as root what it may do.
 async fn sandbox_check(engine: &Engine) -> Check {
-    use crate::sandbox::assets::{ASSETS, SUPERVISOR};
-    use crate::sandbox::docker::container::Sandbox;
-    use crate::sandbox::docker::image::local_image_id;
-    use crate::sandbox::docker::spec::SandboxSpec;
-    if !matches!(
-        local_image_id(engine, DEFAULT_BASE_IMAGE).await,
-        Ok(Some(_))
-    ) {
-        return check(
-            "run sandbox",
-            Level::Warn,
-            "not tried: the base image is missing".into(),
-            "run `harness doctor` again once the base image is made",
-        );
-    }
-    let spec = SandboxSpec {
-        image: DEFAULT_BASE_IMAGE.into(),
-        name_hint: "doctor".into(),
-        labels: Default::default(),
-        resources: crate::core::task::Resources {
-            cpus: 1.0,
-            memory_bytes: 256 << 20,
-            pids: 64,
-            network: false,
-            gpus: 0,
-            disk_bytes: 64 << 20,
+    use crate::sandbox::host_check::{judge, probe};
+    match probe(engine).await {
+        Ok(report) => match judge(&report) {
+            None => check(
+                "run sandbox",
+                Level::Ok,
+                format!(
+                    "containers keep Docker's default boundary (root: {}; cgroup mount \
+                     refused; seccomp on{}); each timed run gets its own user namespace, \
+                     mounts and copy-on-write layer",
+                    report["cap_bounding"]
+                        .as_array()
+                        .map(|a| a
+                            .iter()
+                            .filter_map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default(),
+                    report["apparmor"]
+                        .as_str()
+                        .map(|p| format!(", AppArmor {p}"))
+                        .unwrap_or_default()
+                ),
+                "",
+            ),
+            Some((why, fix)) => check("run sandbox", Level::Fail, why, &fix),
         },
-        cpuset: None,
-        gpu_ids: Vec::new(),
-        env: Vec::new(),
-    };
-    let fix = "task containers get SYS_ADMIN, SYS_CHROOT and NET_ADMIN for root (the code under \
-               test never holds them) and AppArmor turned off, to make a fresh sandbox per run: \
-               on a rootless engine, or one whose seccomp profile or a policy refuses mount and \
-               unshare in containers, run the harness on a rootful Docker Engine";
-    let sandbox = match Sandbox::start(engine, &spec).await {
-        Ok(sb) => sb,
-        Err(e) => return check("run sandbox", Level::Fail, format!("{e:#}"), fix),
-    };
-    let outcome = async {
-        if let Some(a) = ASSETS.iter().find(|a| format!("/{}", a.path) == SUPERVISOR) {
-            sandbox.upload("/", &[(a.path, a.bytes, a.mode)]).await?;
-        }
-        let argv = [SUPERVISOR, "run", "--", "/usr/bin/true"].map(str::to_string);
-        sandbox
-            .exec(&argv, std::time::Duration::from_secs(60), 64 * 1024)
-            .await
-    }
-    .await;
-    let _ = sandbox.remove().await;
-    match outcome {
-        Ok(out) if out.output.contains("\"fresh\"") => check(
-            "run sandbox",
-            Level::Ok,
-            "each timed run gets fresh namespaces and a copy-on-write layer".into(),
-            "",
-        ),
-        Ok(out) => check(
+        Err(e) => check(
             "run sandbox",
             Level::Fail,
-            out.output
-                .trim()
-                .lines()
-                .last()
-                .unwrap_or("no output")
-                .to_string(),
-            fix,
+            format!("{e:#}"),
+            "the engine could not run the harness's probe container: check `docker info`",
         ),
-        Err(e) => check("run sandbox", Level::Fail, format!("{e:#}"), fix),
     }
 }
 

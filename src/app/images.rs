@@ -212,11 +212,22 @@ async fn wanted_images(
         wanted.insert(name.clone(), Wanted::Unknown("invalid task".into()));
     }
     for task in dataset.tasks.values() {
-        let w = match crate::sandbox::source::materialize(task, &opts.cache_dir) {
+        // A remote source is not fetched here: only what a build fetched is read.
+        let w = match crate::sandbox::source::materialize_with(
+            task,
+            &opts.cache_dir,
+            crate::sandbox::source::Fetch::CachedOnly,
+        ) {
             Ok(material) => match current_image_tag(engine, task, &material).await {
                 Ok(tag) => Wanted::Current(tag),
                 Err(e) => Wanted::Unknown(format!("{e:#}")),
             },
+            Err(e)
+                if e.downcast_ref::<crate::sandbox::source::NotFetched>()
+                    .is_some() =>
+            {
+                Wanted::Unknown(format!("{e}"))
+            }
             Err(e) => Wanted::Unknown(format!("its source cannot be read: {e:#}")),
         };
         if let Wanted::Unknown(why) = &w {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::app::export::html::{Cell, Table, document, esc, href};
+use crate::store::confined::Confined;
 use crate::store::run_folder::{RunDir, names};
 
 struct Run {
@@ -77,7 +78,8 @@ pub fn write(results: &Path) -> Result<PathBuf> {
     }
     let html = document("harness runs", &body);
     let path = results.join("index.html");
-    crate::store::run_folder::write_atomic(&path, html.as_bytes())
+    Confined::beneath(results)
+        .write_atomic(&path, html.as_bytes())
         .with_context(|| format!("{}: cannot write", path.display()))?;
     Ok(path)
 }
@@ -155,7 +157,7 @@ fn comparison_pages(results: &Path, runs: &[Run]) -> Vec<(String, Option<String>
         match crate::app::compare::html_page(&dirs) {
             Ok(page) => {
                 let written =
-                    crate::store::run_folder::write_atomic(&results.join(&file), page.as_bytes());
+                    Confined::beneath(results).write_atomic(&results.join(&file), page.as_bytes());
                 out.push((
                     format!(
                         "{} ({}, one dataset and machine)",

@@ -40,7 +40,9 @@ pub fn find_task(dataset: &Dataset, cache_dir: &Path, prefix: &str) -> Result<Fo
             "--commit {prefix:?}: give 4 or more hex digits of a base or human commit (`harness tasks` lists them)"
         );
     }
-    let (all, problems) = all_commits(dataset, cache_dir);
+    // `local` evaluates the task it finds: a remote source may be fetched to find it.
+    let crate::app::tasks::AllCommits { all, problems, .. } =
+        all_commits(dataset, cache_dir, crate::sandbox::source::Fetch::Allowed);
     let matches = find_by_prefix(&all, prefix);
     let mut ids: Vec<&str> = matches.iter().map(|m| m.instance_id.as_str()).collect();
     ids.dedup();
@@ -102,15 +104,14 @@ pub fn predictions_file(
                 .with_context(|| format!("--patch {}: cannot read", p.display()))?;
             let patch = String::from_utf8(patch)
                 .map_err(|_| anyhow::anyhow!("--patch {}: not UTF-8 text", p.display()))?;
-            std::fs::create_dir_all(run_dir)
-                .with_context(|| format!("{}: cannot create", run_dir.display()))?;
             let row = serde_json::json!({
                 "instance_id": found.task_id,
                 "model_name_or_path": model,
                 "model_patch": patch,
             });
             let path = run_dir.join("input.predictions.jsonl");
-            crate::store::run_folder::write_atomic(&path, format!("{row}\n").as_bytes())?;
+            crate::store::confined::Confined::beneath(results_dir)
+                .write_atomic(&path, format!("{row}\n").as_bytes())?;
             Ok(path)
         }
         PatchSource::Predictions(p) => Ok(p.clone()),
@@ -356,6 +357,7 @@ async fn patch_source(
         return Ok(PatchSource::Predictions(saved));
     }
     let spec = crate::app::agent::named(&o.agents, agent)?;
+    crate::app::agent::secrets(&spec)?;
     eprintln!(
         "no saved patch of {agent} for {}: running the agent now",
         found.task_id

@@ -12,7 +12,8 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use crate::store::run_folder::{model_slug, write_atomic, write_json};
+use crate::store::confined::Confined;
+use crate::store::run_folder::model_slug;
 
 /// What `harness slurm submit` is asked (the opt-at-k arguments already validated).
 pub struct SubmitOptions {
@@ -161,16 +162,19 @@ pub fn submit(mut o: SubmitOptions) -> Result<i32> {
     if o.nodes == 0 {
         bail!("--nodes 0: at least one array element is needed");
     }
-    std::fs::create_dir_all(o.out.join("slurm"))
+    std::fs::create_dir_all(&o.out)
         .with_context(|| format!("{}: cannot create", o.out.display()))?;
+    Confined::beneath(&o.out).create_dir_all(&o.out.join("slurm"))?;
     o.out = std::fs::canonicalize(&o.out)
         .with_context(|| format!("{}: cannot resolve", o.out.display()))?;
     let harness = std::env::current_exe().context("cannot find the harness binary's path")?;
     let workdir = std::env::current_dir().context("cannot read the working directory")?;
     let array_path = o.out.join("slurm/array.sbatch");
     let merge_path = o.out.join("slurm/merge.sbatch");
-    write_atomic(&array_path, array_script(&o, &harness, &workdir).as_bytes())?;
-    write_atomic(&merge_path, merge_script(&o, &harness, &workdir).as_bytes())?;
+    // The fan-out's folder holds the parts' run folders: nothing in it through a link.
+    let store = Confined::beneath(&o.out);
+    store.write_atomic(&array_path, array_script(&o, &harness, &workdir).as_bytes())?;
+    store.write_atomic(&merge_path, merge_script(&o, &harness, &workdir).as_bytes())?;
     let mut fanout = Fanout {
         schema_version: 1,
         engine: "slurm".into(),
@@ -186,7 +190,7 @@ pub fn submit(mut o: SubmitOptions) -> Result<i32> {
         submitted_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };
     if o.dry_run {
-        write_json(&o.out.join("fanout.json"), &fanout)?;
+        store.write_json(&o.out.join("fanout.json"), &fanout)?;
         crate::outln!(
             "wrote {} and {} (not submitted: --dry-run)",
             array_path.display(),
@@ -204,7 +208,7 @@ pub fn submit(mut o: SubmitOptions) -> Result<i32> {
     )?;
     fanout.array_job = Some(array.clone());
     fanout.merge_job = Some(merge.clone());
-    write_json(&o.out.join("fanout.json"), &fanout)?;
+    store.write_json(&o.out.join("fanout.json"), &fanout)?;
     crate::outln!(
         "array job {array} ({} parts), merge job {merge} (after it)",
         o.nodes

@@ -12,7 +12,8 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::core::task::{HumanRef, Source, Task};
-use crate::sandbox::source::{EntryKind, Material};
+use crate::sandbox::source::{EntryKind, Fetch, Material, NotFetched, read_source};
+use crate::sandbox::tree::{Budget, Item};
 use crate::store::dataset::Dataset;
 
 /// A task's base and human commits (full hashes, or the git source's own spelling).
@@ -32,33 +33,45 @@ const IDENTITY: [(&str, &str); 6] = [
     ("GIT_COMMITTER_DATE", "2000-01-01T00:00:00+0000"),
 ];
 
-/// The task's commits: the git source's where it has them, reproducible ones otherwise.
-pub fn task_commits(task: &Task, material: &Material) -> Result<TaskCommits> {
-    let made = || reproducible(material);
+/// The task's commits: the git source's where it has them, reproducible ones otherwise. The
+/// tree is streamed (to disk for reproducible commits, checked and dropped otherwise), never
+/// held; a remote source is read only where `fetch` allows it (see [`all_commits`]).
+pub fn task_commits(task: &Task, cache_dir: &Path, fetch: Fetch) -> Result<TaskCommits> {
     let commits = match (&task.source, &task.human) {
         (
             Source::Git { base_commit, .. } | Source::Url { base_commit, .. },
             HumanRef::Commit(c),
-        ) => TaskCommits {
-            base: base_commit.clone(),
-            human: c.clone(),
-        },
+        ) => {
+            // Read to check it (the tree's paths, the human commit); a remote source not
+            // fetched yet is listed by what its task.toml says.
+            match read_source(task, cache_dir, fetch, &mut Budget::default(), &mut discard) {
+                Err(e) if e.downcast_ref::<NotFetched>().is_none() => return Err(e),
+                _ => {}
+            }
+            TaskCommits {
+                base: base_commit.clone(),
+                human: c.clone(),
+            }
+        }
         (
             Source::Git { base_commit, .. } | Source::Url { base_commit, .. },
             HumanRef::Patch(_) | HumanRef::ImageCommit { .. },
         ) => TaskCommits {
             base: base_commit.clone(),
-            human: made()?.human,
+            human: reproducible_from(task, cache_dir, fetch)?.human,
         },
-        (Source::Folder(_), _) => made()?,
+        (Source::Folder(_), _) => reproducible_from(task, cache_dir, fetch)?,
         // Base is the image's own tree, which never leaves it: the image names it.
-        (Source::Image { image }, _) => TaskCommits {
-            base: image.clone(),
-            human: match &material.human_commit {
-                Some(commit) => commit.clone(),
-                None => crate::core::digest::sha256_hex(material.human_patch.as_bytes()),
-            },
-        },
+        (Source::Image { image }, _) => {
+            let human = read_source(task, cache_dir, fetch, &mut Budget::default(), &mut discard)?;
+            TaskCommits {
+                base: image.clone(),
+                human: match human.commit {
+                    Some(commit) => commit,
+                    None => crate::core::digest::sha256_hex(human.patch.as_bytes()),
+                },
+            }
+        }
     };
     if let Some(stated) = &task.commits {
         for (what, said, got) in [
@@ -79,44 +92,96 @@ pub fn task_commits(task: &Task, material: &Material) -> Result<TaskCommits> {
     Ok(commits)
 }
 
+/// Reads an entry of a tree and keeps nothing of it.
+fn discard(item: Item<'_>) -> Result<()> {
+    if let Item::File { data, .. } = item {
+        std::io::copy(data, &mut std::io::sink())?;
+    }
+    Ok(())
+}
+
+/// Base and human as fresh, fixed-identity commits of the task's source, its tree streamed
+/// to a temporary folder file by file.
+pub fn reproducible_from(task: &Task, cache_dir: &Path, fetch: Fetch) -> Result<TaskCommits> {
+    let (dir, repo) = scratch()?;
+    let human = read_source(
+        task,
+        cache_dir,
+        fetch,
+        &mut Budget::default(),
+        &mut |item| write_item(&repo, item),
+    )?;
+    commit_pair(dir.path(), &repo, &human.patch)
+}
+
 /// Base and human as fresh, fixed-identity commits of the material.
 pub fn reproducible(material: &Material) -> Result<TaskCommits> {
     crate::sandbox::source::check_entries(&material.entries)?;
+    let (dir, repo) = scratch()?;
+    for e in &material.entries {
+        let item = match &e.kind {
+            EntryKind::File { mode, data } => Item::File {
+                path: &e.path,
+                mode: *mode,
+                size: data.len() as u64,
+                data: &mut &data[..],
+            },
+            EntryKind::Symlink { target } => Item::Symlink {
+                path: &e.path,
+                target,
+            },
+        };
+        write_item(&repo, item)?;
+    }
+    commit_pair(dir.path(), &repo, &material.human_patch)
+}
+
+/// A temporary folder and the empty work tree in it.
+fn scratch() -> Result<(tempfile::TempDir, std::path::PathBuf)> {
     let dir = tempfile::Builder::new()
         .prefix("harness-commits.")
         .tempdir()
         .context("cannot make a temporary folder")?;
     let repo = dir.path().join("repo");
     std::fs::create_dir(&repo).context("cannot make a temporary folder")?;
-    for e in &material.entries {
-        let path = repo.join(&e.path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("cannot write {}", e.path))?;
-        }
-        match &e.kind {
-            EntryKind::File { mode, data } => {
-                use std::io::Write;
-                use std::os::unix::fs::OpenOptionsExt;
-                let exec = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
-                // create_new: never through a link or over a file already written.
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(exec)
-                    .open(&path)
-                    .and_then(|mut f| f.write_all(data))
-                    .with_context(|| format!("cannot write {}", e.path))?;
-            }
-            EntryKind::Symlink { target } => std::os::unix::fs::symlink(target, &path)
-                .with_context(|| format!("cannot write {}", e.path))?,
-        }
+    Ok((dir, repo))
+}
+
+/// One entry of the tree written under `repo` (its path checked plain and never under a
+/// symlink of the tree by whoever read it: `sandbox::tree`).
+fn write_item(repo: &Path, item: Item<'_>) -> Result<()> {
+    let rel = item.path().to_string();
+    let path = repo.join(&rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot write {rel}"))?;
     }
-    git(&repo, &["init", "-q", "--template="])?;
-    let base = commit(&repo, "base")?;
-    let patch = dir.path().join("human.patch");
-    std::fs::write(&patch, &material.human_patch).context("cannot write the human patch")?;
+    match item {
+        Item::File { mode, data, .. } => {
+            use std::os::unix::fs::OpenOptionsExt;
+            let exec = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
+            // create_new: never through a link or over a file already written.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(exec)
+                .open(&path)
+                .with_context(|| format!("cannot write {rel}"))?;
+            std::io::copy(data, &mut f).with_context(|| format!("cannot write {rel}"))?;
+        }
+        Item::Symlink { target, .. } => std::os::unix::fs::symlink(target, &path)
+            .with_context(|| format!("cannot write {rel}"))?,
+    }
+    Ok(())
+}
+
+/// Commits the tree in `repo` as base, applies `human_patch` and commits it as human.
+fn commit_pair(dir: &Path, repo: &Path, human_patch: &str) -> Result<TaskCommits> {
+    git(repo, &["init", "-q", "--template="])?;
+    let base = commit(repo, "base")?;
+    let patch = dir.join("human.patch");
+    std::fs::write(&patch, human_patch).context("cannot write the human patch")?;
     let patch_arg = patch.to_string_lossy().to_string();
-    if git(&repo, &["apply", "--whitespace=nowarn", patch_arg.as_str()]).is_err() {
+    if git(repo, &["apply", "--whitespace=nowarn", patch_arg.as_str()]).is_err() {
         // What git apply refuses, the harness's cascade may still apply (fuzz): so may we.
         let out = Command::new("patch")
             .args([
@@ -127,7 +192,7 @@ pub fn reproducible(material: &Material) -> Result<TaskCommits> {
                 "-i",
                 patch_arg.as_str(),
             ])
-            .current_dir(&repo)
+            .current_dir(repo)
             .output()
             .context("cannot run patch on the host (is it installed?)")?;
         if !out.status.success() {
@@ -137,7 +202,7 @@ pub fn reproducible(material: &Material) -> Result<TaskCommits> {
             );
         }
     }
-    let human = commit(&repo, "human")?;
+    let human = commit(repo, "human")?;
     Ok(TaskCommits { base, human })
 }
 
@@ -166,7 +231,8 @@ fn git(repo: &Path, args: &[&str]) -> Result<String> {
     let out = crate::sandbox::host_git::command(Some(repo))
         .arg(format!("--git-dir={}", git_dir.display()))
         .arg(format!("--work-tree={}", repo.display()))
-        .args(["-c", "core.fileMode=true"])
+        // Files over 1 MiB are streamed into the repository, never read whole.
+        .args(["-c", "core.fileMode=true", "-c", "core.bigFileThreshold=1m"])
         .args(args)
         .envs(IDENTITY)
         .output()
@@ -209,21 +275,34 @@ pub fn find_by_prefix(all: &[(String, TaskCommits)], prefix: &str) -> Vec<Commit
 }
 
 /// Every task's commits, with the tasks whose source cannot be read left out (and said).
-pub fn all_commits(
-    dataset: &Dataset,
-    cache_dir: &Path,
-) -> (Vec<(String, TaskCommits)>, Vec<String>) {
-    let mut all = Vec::new();
-    let mut problems = Vec::new();
+pub struct AllCommits {
+    pub all: Vec<(String, TaskCommits)>,
+    /// `id: why` for each task whose source cannot be read.
+    pub problems: Vec<String>,
+    /// `id: why` for each task whose remote source is not fetched (`Fetch::CachedOnly`) and
+    /// whose commits need its tree.
+    pub not_fetched: Vec<String>,
+}
+
+/// Every task's commits. With `Fetch::CachedOnly` (`harness tasks`) no remote source is
+/// fetched: a task whose commits its task.toml names is listed by them, the others are
+/// said not fetched.
+pub fn all_commits(dataset: &Dataset, cache_dir: &Path, fetch: Fetch) -> AllCommits {
+    let mut out = AllCommits {
+        all: Vec::new(),
+        problems: Vec::new(),
+        not_fetched: Vec::new(),
+    };
     for (id, task) in &dataset.tasks {
-        match crate::sandbox::source::materialize(task, cache_dir)
-            .and_then(|m| task_commits(task, &m))
-        {
-            Ok(c) => all.push((id.clone(), c)),
-            Err(e) => problems.push(format!("{id}: {e:#}")),
+        match task_commits(task, cache_dir, fetch) {
+            Ok(c) => out.all.push((id.clone(), c)),
+            Err(e) if e.downcast_ref::<NotFetched>().is_some() => {
+                out.not_fetched.push(format!("{id}: {e}"))
+            }
+            Err(e) => out.problems.push(format!("{id}: {e:#}")),
         }
     }
-    (all, problems)
+    out
 }
 
 /// The first 12 hex digits of a commit, as the tables show it; anything else (a prebuilt
@@ -237,11 +316,16 @@ pub fn short(hash: &str) -> &str {
 }
 
 /// `harness tasks`: every task with its commits, GPUs and description. A dataset's text
-/// (descriptions, commit spellings, git's messages, folder names) is shown, never obeyed.
+/// (descriptions, commit spellings, git's messages, folder names) is shown, never obeyed;
+/// a remote source is never fetched (`Fetch::CachedOnly`).
 pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
     use crate::core::text::for_terminal as shown;
     let mut out = String::new();
-    let (all, problems) = all_commits(dataset, cache_dir);
+    let AllCommits {
+        all,
+        problems,
+        not_fetched,
+    } = all_commits(dataset, cache_dir, Fetch::CachedOnly);
     let header: Vec<String> = ["instance", "base", "human", "gpus", "description"]
         .iter()
         .map(|h| h.to_string())
@@ -263,6 +347,9 @@ pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
     for p in problems {
         out.push_str(&format!("cannot list: {}\n", shown(&p)));
     }
+    for p in not_fetched {
+        out.push_str(&format!("not fetched: {}\n", shown(&p)));
+    }
     for (name, why) in &dataset.invalid {
         out.push_str(&format!("invalid task {}: {}\n", shown(name), shown(why)));
     }
@@ -278,7 +365,11 @@ pub fn command(
     let dataset = crate::store::dataset::Dataset::load(dataset)?;
     let cache = results_dir.join(".cache");
     if json {
-        let (all, problems) = all_commits(&dataset, &cache);
+        let AllCommits {
+            all,
+            problems,
+            not_fetched,
+        } = all_commits(&dataset, &cache, Fetch::CachedOnly);
         let tasks: Vec<serde_json::Value> = all
             .iter()
             .map(|(id, c)| {
@@ -288,7 +379,7 @@ pub fn command(
             })
             .collect();
         let json = serde_json::json!({"tasks": tasks, "problems": problems,
-            "invalid": dataset.invalid});
+            "not_fetched": not_fetched, "invalid": dataset.invalid});
         crate::outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         crate::out!("{}", task_listing(&dataset, &cache));

@@ -2,6 +2,13 @@
 //! one; otherwise (a server over ssh, a container) the folder is served read-only on a local
 //! address, which is printed, until Ctrl-C. Only files inside the folder are served, never
 //! through a link that leaves it, each as text unless it is one of the page's own kinds.
+//!
+//! A results folder holds runs from elsewhere (a partition merged in, a colleague's), so a
+//! served page may be hostile. Every response carries a policy ([`policy`]) that gives the
+//! page an origin of its own (a sandbox without `allow-same-origin`), lets it load nothing
+//! and run no script but the harness's own: no page, the harness's included, can read
+//! another file of the folder. A peer is answered by its socket address, then by the Host
+//! it names ([`admitted`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -88,36 +95,118 @@ async fn serve(dir: &Path, page: &str, bind: &str, port: u16) -> Result<i32> {
         .await
         .with_context(|| format!("cannot listen on {bind}:{port}"))?;
     let addr = listener.local_addr()?;
-    // Only requests addressed to this server by name: a web page elsewhere cannot read the
-    // folder through a name it points at 127.0.0.1 (DNS rebinding).
-    let hosts: Vec<String> = [
-        addr.ip().to_string(),
-        "localhost".into(),
-        "127.0.0.1".into(),
-    ]
-    .iter()
-    .map(|h| format!("{h}:{}", addr.port()))
-    .collect();
+    // Bound to an address other machines reach: the user asked for them.
+    let remote = !addr.ip().to_canonical().is_loopback();
     crate::outln!(
         "serving {} at http://{addr}/{page} (Ctrl-C to stop)",
         dir.display()
     );
+    if remote {
+        eprintln!(
+            "warning: {addr} is reachable from other machines: anyone who can reach it reads \
+             every run served here (open it by the address it listens on; `ssh -L` and the \
+             default 127.0.0.1 keep it to this machine)"
+        );
+    }
     let places = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
-    let hosts = std::sync::Arc::new(hosts);
+    let policy = std::sync::Arc::new(policy());
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let Ok(place) = places.clone().acquire_owned().await else { continue };
-                let (root, hosts) = (root.clone(), hosts.clone());
+                let (root, policy) = (root.clone(), policy.clone());
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(RESPONSE_TIME, answer(stream, &root, &hosts)).await;
+                    let served = answer(stream, &root, remote, &policy);
+                    let _ = tokio::time::timeout(RESPONSE_TIME, served).await;
                     drop(place);
                 });
             }
             _ = tokio::signal::ctrl_c() => return Ok(0),
         }
     }
+}
+
+/// What every response carries: the page gets a sandbox of its own (an opaque origin, so
+/// nothing else served here is same-origin with it), may fetch, frame, embed, submit or
+/// load nothing (images only from `data:`), and may run only the harness's own script,
+/// allowed by its hash: a page the harness did not write runs no script at all.
+pub fn policy() -> String {
+    format!(
+        "sandbox allow-scripts; default-src 'none'; script-src {}; style-src 'unsafe-inline'; \
+         img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        crate::app::export::html::script_source_hash()
+    )
+}
+
+/// Why a request is not answered: its status and the text said.
+type Refusal = (&'static str, &'static str);
+
+/// Whether a request from `peer`, which reached this server at `local` naming `host`, is
+/// answered. A peer on another machine only when the server was bound to an address other
+/// machines reach (`remote`); a bind to a loopback address serves this machine alone,
+/// whatever a request says. Then the Host must name the address the connection reached,
+/// or, from this machine, `localhost` or `127.0.0.1`: a web page elsewhere cannot read the
+/// folder through a host name it points here (DNS rebinding).
+fn admitted(
+    peer: std::net::SocketAddr,
+    local: std::net::SocketAddr,
+    host: Option<&str>,
+    remote: bool,
+) -> Result<(), Refusal> {
+    let from_here = peer.ip().to_canonical().is_loopback();
+    if !from_here && !remote {
+        return Err((
+            "403 Forbidden",
+            "this server answers only this machine (it listens on a loopback address)\n",
+        ));
+    }
+    let port = local.port();
+    let mut names = vec![format!("{}:{port}", ip_literal(local.ip()))];
+    if from_here {
+        names.extend(["localhost", "127.0.0.1", "[::1]"].map(|h| format!("{h}:{port}")));
+    }
+    match host {
+        Some(h) if names.iter().any(|n| n == h) => Ok(()),
+        _ => Err((
+            "421 Misdirected Request",
+            "this server answers only to the address it listens on (and, from this machine, \
+             to 127.0.0.1 and localhost)\n",
+        )),
+    }
+}
+
+/// An address as a Host header writes it: IPv4 (also one mapped into IPv6) as itself,
+/// IPv6 in brackets.
+fn ip_literal(ip: std::net::IpAddr) -> String {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
+/// The request line and the Host header of a request's head (its lines up to the blank
+/// one); no Host when there is none or more than one.
+fn request_of(head: &[u8]) -> (String, String, Option<String>) {
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n").take_while(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("");
+    let mut words = first.split_whitespace();
+    let method = words.next().unwrap_or("").to_string();
+    let target = words.next().unwrap_or("/").to_string();
+    let hosts: Vec<String> = lines
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case("host")
+                .then(|| v.trim().to_ascii_lowercase())
+        })
+        .collect();
+    let host = match hosts.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
+    (method, target, host)
 }
 
 /// The request's head (up to its blank line, at most 8 KiB), read within REQUEST_TIME.
@@ -140,35 +229,24 @@ async fn read_head(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
 async fn answer(
     mut stream: tokio::net::TcpStream,
     root: &Path,
-    hosts: &[String],
+    remote: bool,
+    policy: &str,
 ) -> std::io::Result<()> {
+    let (peer, local) = (stream.peer_addr()?, stream.local_addr()?);
     let head = read_head(&mut stream).await;
-    let request = String::from_utf8_lossy(&head);
-    let mut words = request.split_whitespace();
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or("/"));
-    let host = request
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("host")
-                .then(|| v.trim().to_ascii_lowercase())
-        })
-        .unwrap_or_default();
-    let refuse = |code: &'static str, why: &'static str| (code, "text/plain", Err(why));
-    let (code, kind, body) = if !hosts.contains(&host) {
-        refuse(
-            "421 Misdirected Request",
-            "this server answers only to 127.0.0.1 and localhost\n",
-        )
-    } else if !matches!(method, "GET" | "HEAD") {
-        refuse("405 Method Not Allowed", "GET only\n")
+    let (method, target, host) = request_of(&head);
+    let refuse = |(code, why): Refusal| (code, "text/plain", Err(why));
+    let (code, kind, body) = if let Err(refusal) = admitted(peer, local, host.as_deref(), remote) {
+        refuse(refusal)
+    } else if !matches!(method.as_str(), "GET" | "HEAD") {
+        refuse(("405 Method Not Allowed", "GET only\n"))
     } else {
-        match file_of(root, target) {
+        match file_of(root, &target) {
             Some(path) => match tokio::fs::File::open(&path).await {
                 Ok(file) => ("200 OK", content_type(root, &path), Ok(file)),
-                Err(_) => refuse("404 Not Found", "not found\n"),
+                Err(_) => refuse(("404 Not Found", "not found\n")),
             },
-            None => refuse("404 Not Found", "not found\n"),
+            None => refuse(("404 Not Found", "not found\n")),
         }
     };
     let length = match &body {
@@ -177,7 +255,9 @@ async fn answer(
     };
     let header = format!(
         "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n\
-         X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n"
+         Content-Security-Policy: {policy}\r\nCross-Origin-Resource-Policy: same-origin\r\n\
+         Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\n\
+         Connection: close\r\n\r\n"
     );
     stream.write_all(header.as_bytes()).await?;
     if method != "HEAD" {
@@ -299,7 +379,7 @@ mod tests {
     }
 
     /// A request in pieces is read whole; one addressed to another host name is refused
-    /// (DNS rebinding); a file is streamed.
+    /// (DNS rebinding); a file is streamed; every answer carries the policy.
     #[tokio::test]
     async fn the_server_answers_its_own_host_only() {
         let d = tempfile::tempdir().unwrap();
@@ -308,10 +388,9 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let root = d.path().canonicalize().unwrap();
-        let hosts = vec![format!("127.0.0.1:{}", addr.port())];
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let _ = answer(stream, &root, &hosts).await;
+                let _ = answer(stream, &root, false, &policy()).await;
             }
         });
         let ask = |parts: Vec<String>| async move {
@@ -333,12 +412,112 @@ mod tests {
             ok.starts_with("HTTP/1.1 200") && ok.ends_with("<p>page</p>"),
             "{ok}"
         );
-        let other = ask(vec![format!(
-            "GET /report.html HTTP/1.1\r\nHost: attacker.example:{}\r\n\r\n",
-            addr.port()
-        )])
-        .await;
-        assert!(other.starts_with("HTTP/1.1 421"), "{other}");
-        assert!(!other.contains("page"), "{other}");
+        let csp = format!("\r\nContent-Security-Policy: {}\r\n", policy());
+        assert!(ok.contains(&csp), "{ok}");
+        for (host, code) in [
+            (format!("Host: attacker.example:{}\r\n", addr.port()), "421"),
+            (String::new(), "421"),
+            (
+                format!(
+                    "Host: 127.0.0.1:{0}\r\nHost: attacker.example:{0}\r\n",
+                    addr.port()
+                ),
+                "421",
+            ),
+        ] {
+            let other = ask(vec![format!("GET /report.html HTTP/1.1\r\n{host}\r\n")]).await;
+            assert!(other.starts_with(&format!("HTTP/1.1 {code}")), "{other}");
+            assert!(!other.contains("page") && other.contains(&csp), "{other}");
+        }
+    }
+
+    #[test]
+    fn the_policy_sandboxes_every_page_and_allows_only_the_harness_script() {
+        let p = policy();
+        for part in [
+            "sandbox allow-scripts;",
+            "default-src 'none';",
+            "base-uri 'none';",
+            "form-action 'none';",
+        ] {
+            assert!(p.contains(part), "{p}");
+        }
+        assert!(!p.contains("allow-same-origin"), "{p}");
+        let script = p
+            .split("script-src ")
+            .nth(1)
+            .and_then(|r| r.split(';').next());
+        assert_eq!(
+            script,
+            Some(crate::app::export::html::script_source_hash().as_str())
+        );
+    }
+
+    /// A peer is answered by its address first: a bind to loopback serves this machine
+    /// only, whatever Host it sends; a bind other machines reach serves them by the address
+    /// they reached, never by a loopback name.
+    #[test]
+    fn a_peer_is_admitted_by_its_address_then_by_the_host_it_names() {
+        let sock = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+        let here = sock("127.0.0.1:8000");
+        let lan = sock("192.0.2.1:8000");
+        let stranger = sock("192.0.2.7:40000");
+        let loop_peer = sock("127.0.0.1:40000");
+        let code = |r: Result<(), Refusal>| r.err().map(|(c, _)| &c[..3]);
+        // Bound to loopback.
+        for host in ["127.0.0.1:8000", "localhost:8000", "[::1]:8000"] {
+            assert_eq!(
+                code(admitted(loop_peer, here, Some(host), false)),
+                None,
+                "{host}"
+            );
+            assert_eq!(
+                code(admitted(stranger, here, Some(host), false)),
+                Some("403")
+            );
+        }
+        for host in [Some("attacker.example:8000"), Some("127.0.0.1:8001"), None] {
+            assert_eq!(code(admitted(loop_peer, here, host, false)), Some("421"));
+        }
+        // Bound to an address other machines reach (the issue's case: a peer elsewhere
+        // naming 127.0.0.1 is refused).
+        assert_eq!(
+            code(admitted(stranger, lan, Some("192.0.2.1:8000"), true)),
+            None
+        );
+        for host in ["127.0.0.1:8000", "localhost:8000", "attacker.example:8000"] {
+            assert_eq!(code(admitted(stranger, lan, Some(host), true)), Some("421"));
+        }
+        assert_eq!(
+            code(admitted(loop_peer, here, Some("localhost:8000"), true)),
+            None
+        );
+        // An IPv4 peer on a dual-stack socket is the same peer.
+        let mapped = sock("[::ffff:127.0.0.1]:40000");
+        let mapped_here = sock("[::ffff:127.0.0.1]:8000");
+        assert_eq!(
+            code(admitted(mapped, mapped_here, Some("127.0.0.1:8000"), false)),
+            None
+        );
+        let v6 = sock("[2001:db8::1]:8000");
+        assert_eq!(
+            code(admitted(stranger, v6, Some("[2001:db8::1]:8000"), true)),
+            None
+        );
+    }
+
+    #[test]
+    fn only_the_head_and_exactly_one_host_count() {
+        let (m, t, h) = request_of(b"GET /a?b HTTP/1.1\r\nHOST:  LocalHost:1 \r\n\r\n");
+        assert_eq!(
+            (m.as_str(), t.as_str(), h.as_deref()),
+            ("GET", "/a?b", Some("localhost:1"))
+        );
+        let (_, _, h) = request_of(b"GET / HTTP/1.1\r\nX: y\r\n\r\nHost: localhost:1\r\n");
+        assert_eq!(h, None, "a Host line after the head is body");
+        let (_, _, h) = request_of(b"GET / HTTP/1.1\r\nHost: a:1\r\nHost: a:1\r\n\r\n");
+        assert_eq!(h, None);
+        let (m, t, h) = request_of(b"");
+        assert_eq!((m.as_str(), t.as_str(), h), ("", "/", None));
     }
 }

@@ -28,7 +28,8 @@ pub enum Command {
     /// One task, found by a prefix of its base or human commit: base, human and one patch
     /// measured and judged three ways.
     Local(Box<LocalArgs>),
-    /// List the dataset's tasks with their base and human commits (no Docker).
+    /// List the dataset's tasks with their base and human commits (no Docker; a remote source
+    /// is never fetched to list it).
     Tasks(TasksArgs),
     /// Agents named in agents.toml: `harness agent run` makes a predictions file.
     #[command(subcommand)]
@@ -255,8 +256,10 @@ pub struct ViewArgs {
     /// Serve the folder even where a browser could be opened.
     #[arg(long)]
     pub serve: bool,
-    /// The address to serve on (a remote machine: keep 127.0.0.1 and forward the port,
-    /// `ssh -L 8000:127.0.0.1:8000 HOST`).
+    /// The address to serve on. A loopback address (the default) answers this machine
+    /// only; on a remote machine keep it and forward the port (`ssh -L
+    /// 8000:127.0.0.1:8000 HOST`). Another (0.0.0.0) also answers other machines, each
+    /// opening the page by the address it reached.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: String,
     /// The port (0: any free one).

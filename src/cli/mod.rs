@@ -34,9 +34,9 @@ pub struct Cli {
     /// otherwise read any file of this machine into its image.
     #[arg(long, global = true, env = "HARNESS_ALLOW_OUTSIDE_TASK_PATHS", action = clap::ArgAction::SetTrue, value_parser = clap::builder::FalseyValueParser::new())]
     pub allow_outside_task_paths: bool,
-    /// A variable a task's `[env] pass` may take from this environment (repeat it, or a
-    /// comma-separated list in HARNESS_PASS_ENV): a dataset only asks; without this no
-    /// variable of yours reaches its containers.
+    /// A variable a task's `[env] pass` or an agent's `env` (agents.toml) may take from
+    /// this environment (repeat it, or a comma-separated list in HARNESS_PASS_ENV): a dataset
+    /// or an agents file only asks; without this no variable of yours reaches a container.
     #[arg(
         long = "pass-env",
         value_name = "NAME",

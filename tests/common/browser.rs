@@ -91,6 +91,28 @@ pub fn render(browser: &Path, page: &Path) -> Rendered {
     }
 }
 
+/// Loads a page from a server (`http://...`) and returns its DOM after its script ran and
+/// the console's lines.
+pub fn render_url(browser: &Path, url: &str) -> (String, Vec<String>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = base_command(browser, &tmp.path().join("profile"))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let console = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught"))
+        .map(str::to_string)
+        .collect();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), console)
+}
+
 /// URLs the page asked the network for, from Chromium's network log.
 fn page_requests(netlog: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(netlog).unwrap_or_default();

@@ -72,6 +72,14 @@ pub fn containers_of_run(run_id: &str) -> Vec<String> {
         .collect()
 }
 
+/// The figure of every repetition of one run of a bench.json (`reps`).
+pub fn rep_figures(run: &serde_json::Value) -> Vec<f64> {
+    run["reps"]
+        .as_array()
+        .map(|reps| reps.iter().filter_map(serde_json::Value::as_f64).collect())
+        .unwrap_or_default()
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -1,27 +1,42 @@
-//! harness-supervisor: the harness's static program inside task containers.
+//! harness-supervisor: the harness's static program inside task containers, and the only
+//! program root runs in them once they run.
 //!
-//!   harness-supervisor python SCRIPT [ARG...]
-//!       runs one of the harness's Python programs as root with the interpreter pinned at
-//!       image build (see python.rs), never one found on the image's PATH
-//!   harness-supervisor run [--as-root] [--uid N --gid N] [--cwd DIR] [--fsize BYTES]
+//!   harness-supervisor warden SCRIPT [ARG...]
+//!       runs one of the harness's Python programs as the warden, an unprivileged user,
+//!       with the interpreter pinned at image build, and does for it what needs root (see
+//!       broker.rs)
+//!   harness-supervisor run [--persist] [--uid N --gid N] [--cwd DIR] [--fsize BYTES]
 //!       [--layer-size BYTES] [--staging DIR] [--ready-fd FD --go-fd FD] [--result-fd FD]
 //!       [--keep-fd FD]... [--remove PATH]... [--copy-out PATH=FD]... [--copy-limit BYTES]
-//!       [--warm]
+//!       [--warm] [--layer DIR]... [--report-writes] [--stop-when-full]
+//!       [--after '[UID,GID,FD,"argv",...]']
 //!       -- COMMAND...
-//!       runs COMMAND in a sandbox made for this run alone (see run.rs)
+//!       runs COMMAND as the sandbox user in a sandbox made for this run alone (see run.rs);
+//!       with --persist, in the container as it is, its writes kept
+//!   harness-supervisor idle       the container's main process: waits to be stopped
+//!   harness-supervisor true       exits 0 (a program of the harness's own)
+//!   harness-supervisor probe      what this container lets root do, as JSON (see probe.rs)
+//!   harness-supervisor oom-kills  how many processes the kernel's OOM killer took here
 //!
 //! It is linked statically: it loads nothing from the image, so it runs on any image and no
 //! file of the image (which the code under test may have written) can change what it does.
 
+mod broker;
+mod fsops;
+mod layers;
 mod mounts;
+mod probe;
 mod python;
 mod run;
+mod seal;
+mod seccomp;
 mod sys;
 
 fn usage() -> i32 {
     eprintln!(
-        "usage: harness-supervisor python SCRIPT [ARG...]\n       \
-         harness-supervisor run [OPTIONS] -- COMMAND..."
+        "usage: harness-supervisor warden SCRIPT [ARG...]\n       \
+         harness-supervisor run [OPTIONS] -- COMMAND...\n       \
+         harness-supervisor idle | true | probe | oom-kills"
     );
     2
 }
@@ -32,19 +47,46 @@ fn number<T: std::str::FromStr>(key: &str, value: Option<&String>) -> Result<T, 
         .ok_or_else(|| format!("{key} needs a number"))
 }
 
-fn parse_run(args: &[String]) -> Result<run::Options, String> {
+/// `--after '[UID, GID, OUT_FD, "program", "arg", ...]'`.
+fn parse_after(text: &str) -> Result<run::After, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("--after: {e}"))?;
+    let a = v.as_array().ok_or("--after: not a JSON list")?;
+    let n = |i: usize| {
+        a.get(i)
+            .and_then(|x| x.as_i64())
+            .ok_or("--after: uid, gid, fd first")
+    };
+    let argv: Vec<String> = a
+        .iter()
+        .skip(3)
+        .filter_map(|x| x.as_str().map(str::to_string))
+        .collect();
+    if argv.is_empty() {
+        return Err("--after: no program".into());
+    }
+    Ok(run::After {
+        uid: n(0)? as u32,
+        gid: n(1)? as u32,
+        out_fd: n(2)? as i32,
+        argv,
+    })
+}
+
+pub(crate) fn parse_run(args: &[String]) -> Result<run::Options, String> {
     let split = args
         .iter()
         .position(|a| a == "--")
         .ok_or("run: no `--` before the command")?;
     let mut o = run::Options {
-        as_root: false,
+        persist: false,
+        report_writes: false,
+        stop_when_full: false,
         uid: 10001,
         gid: 10001,
         cwd: "/testbed".into(),
         fsize: 0,
         layer_size: 1 << 30,
-        staging: "/opt/harness/layers".into(),
+        staging: run::STAGING.into(),
         ready_fd: None,
         go_fd: None,
         result_fd: None,
@@ -53,6 +95,9 @@ fn parse_run(args: &[String]) -> Result<run::Options, String> {
         copy_limit: 64 << 20,
         remove: Vec::new(),
         warm: false,
+        layers: Vec::new(),
+        env: None,
+        after: None,
         argv: args[split + 1..].to_vec(),
     };
     if o.argv.is_empty() {
@@ -64,8 +109,16 @@ fn parse_run(args: &[String]) -> Result<run::Options, String> {
         let value = args.get(i + 1).filter(|_| i + 1 < split);
         let mut takes = true;
         match key {
-            "--as-root" => {
-                o.as_root = true;
+            "--persist" => {
+                o.persist = true;
+                takes = false;
+            }
+            "--report-writes" => {
+                o.report_writes = true;
+                takes = false;
+            }
+            "--stop-when-full" => {
+                o.stop_when_full = true;
                 takes = false;
             }
             "--warm" => {
@@ -84,6 +137,13 @@ fn parse_run(args: &[String]) -> Result<run::Options, String> {
             "--cwd" => o.cwd = value.ok_or("--cwd needs a folder")?.clone(),
             "--staging" => o.staging = value.ok_or("--staging needs a folder")?.clone(),
             "--remove" => o.remove.push(value.ok_or("--remove needs a path")?.clone()),
+            "--layer" => o
+                .layers
+                .push(value.ok_or("--layer needs a folder")?.clone()),
+            "--after" => {
+                let text = value.ok_or("--after needs a JSON list: uid, gid, fd, argv...")?;
+                o.after = Some(parse_after(text)?);
+            }
             "--copy-out" => {
                 let v = value.ok_or("--copy-out needs PATH=FD")?;
                 let (path, fd) = v.rsplit_once('=').ok_or("--copy-out needs PATH=FD")?;
@@ -102,11 +162,7 @@ fn parse_run(args: &[String]) -> Result<run::Options, String> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
-        Some("python") if args.len() >= 2 => {
-            let why = python::exec(python::RECORD, &args[1], &args[2..]);
-            eprintln!("harness-supervisor: {why}");
-            125
-        }
+        Some("warden") if args.len() >= 2 => broker::main(python::RECORD, &args[1], &args[2..]),
         Some("run") => match parse_run(&args[1..]) {
             Ok(opts) => run::main(&opts),
             Err(e) => {
@@ -114,50 +170,29 @@ fn main() {
                 2
             }
         },
+        Some("idle") => match seal::own_path() {
+            Err(e) => {
+                eprintln!("harness-supervisor: {e}");
+                1
+            }
+            Ok(()) => loop {
+                // SAFETY: waits for a signal; the container's init stops this process.
+                unsafe { libc::pause() };
+            },
+        },
+        Some("true") => 0,
+        Some("probe") => {
+            println!("{}", probe::report());
+            0
+        }
+        Some("oom-kills") => match probe::oom_kills() {
+            Some(n) => {
+                println!("{n}");
+                0
+            }
+            None => 1,
+        },
         _ => usage(),
     };
     std::process::exit(code);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn strings(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn run_options_parse_and_bad_ones_are_named() {
-        let o = parse_run(&strings(&[
-            "--uid",
-            "5",
-            "--warm",
-            "--copy-out",
-            "out=a.txt=7",
-            "--keep-fd",
-            "5",
-            "--",
-            "python3",
-            "-c",
-            "pass",
-        ]))
-        .unwrap();
-        assert_eq!((o.uid, o.warm), (5, true));
-        assert_eq!(o.copy_out, vec![("out=a.txt".to_string(), 7)]);
-        assert_eq!(o.keep_fds, vec![5]);
-        assert_eq!(o.argv, strings(&["python3", "-c", "pass"]));
-        assert!(
-            parse_run(&strings(&["--uid", "x", "--", "true"]))
-                .unwrap_err()
-                .contains("--uid")
-        );
-        assert!(
-            parse_run(&strings(&["--bogus", "--", "true"]))
-                .unwrap_err()
-                .contains("--bogus")
-        );
-        assert!(parse_run(&strings(&["--uid", "5"])).is_err());
-        assert!(parse_run(&strings(&["--"])).is_err());
-    }
 }

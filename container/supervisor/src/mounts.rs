@@ -1,20 +1,32 @@
-//! The run's file systems: every mount of the container, remade in a fresh mount namespace
-//! so that nothing a run writes outlives it.
+//! The run's file systems: the container's tree, remade in a fresh mount namespace (owned by
+//! the run's user namespace) so that nothing a run writes outlives it.
 //!
-//! The rule, applied to each mount of `/proc/self/mountinfo` (not to a list of places):
-//! - a writable directory mount (the root, /tmp, /dev/shm, a volume...) gets an overlay: its
-//!   lower layer is the mount itself, bound read-only without access-time updates, its upper
-//!   layer a folder on one tmpfs made for this run alone;
-//! - `/dev` and every other writable mount that is not a directory (a file bound in, a
-//!   device) is bound read-only (device nodes stay usable: writing to a device is no write
-//!   to the file system);
-//! - `/proc` and `/dev/mqueue` are made new for the run's PID and IPC namespaces, with the
-//!   container's masks over /proc remade;
-//! - what is read-only already (sysfs, cgroups, masks) is bound as it is; devpts too.
+//! The tree is the container's, bound whole (its masks over /proc and /sys come with it,
+//! fixed by the kernel), and then, for each mount of `/proc/self/mountinfo` (not a list of
+//! places):
+//! - a writable tmpfs with nothing mounted inside it (/tmp, /var/tmp, /dev/shm) is replaced
+//!   by a fresh, empty folder of that tmpfs's owner and mode: nothing the install, the test
+//!   or an earlier run left there, nor the pages a read of it would allocate, is under a run
+//!   (a tmpfs allocates a page when a hole of its file is read through a mapping: a lower
+//!   layer on one would be memory a run can shape and the next one read);
+//! - another writable directory mount with nothing mounted inside it (a volume...) gets an
+//!   overlay: its lower layer is the mount itself, bound read-only, its upper layer a folder
+//!   on one tmpfs made for this run alone;
+//! - every other writable mount (the root, /dev, a file bound in) is made read-only where
+//!   it is (device nodes stay usable: writing to a device is no write to the file system),
+//!   and the folders of it the sandbox user may write (`--layer`: the tree, its home) get
+//!   an overlay each;
+//! - `/dev/mqueue` is made new for the run's IPC namespace; devpts and what is read-only
+//!   already stay as they are.
 //!
+//! So the run can write nowhere but in a layer of its own, whatever the permissions say.
 //! The new tree is moved onto `/` and the run chroots into it; the tmpfs of upper layers is
 //! reachable from nowhere inside. When the run's last process is gone the namespace, its
 //! mounts and the tmpfs go with it.
+//!
+//! /proc: a run gets a /proc of its own PID namespace where the kernel allows one (only
+//! where no mask hides part of the container's /proc); under Docker's masks it keeps the
+//! container's /proc, masks and all.
 
 use crate::sys::{self, Result};
 
@@ -100,10 +112,14 @@ pub fn parse(text: &str) -> Vec<MountInfo> {
 pub enum Step {
     /// A copy-on-write layer over it.
     Overlay(MountInfo),
-    /// Bound as it is, read-only when `read_only`.
-    Bind { mount: MountInfo, read_only: bool },
+    /// A fresh, empty folder in its place (a tmpfs: nothing of it is under the run).
+    Fresh(MountInfo),
+    /// Made read-only where it is.
+    ReadOnly(MountInfo),
     /// A new mqueue file system (the run's IPC namespace's queues).
     Mqueue(MountInfo),
+    /// Left as the container has it: read-only already, a pseudo-terminal's devpts, /proc.
+    Keep(MountInfo),
 }
 
 /// File systems with no files of their own to keep, or none the sandbox user may write.
@@ -111,7 +127,6 @@ const PSEUDO: &[&str] = &[
     "sysfs",
     "cgroup",
     "cgroup2",
-    "devpts",
     "securityfs",
     "debugfs",
     "tracefs",
@@ -128,35 +143,53 @@ fn under(path: &str, top: &str) -> bool {
     path == top || path.starts_with(&format!("{}/", top.trim_end_matches('/')))
 }
 
-/// The steps for every mount but `/` (the root's overlay is made first) and /proc's
-/// (remade after the new /proc), parents before children. `is_dir` says whether a mount
-/// point is a folder.
+/// Whether something is mounted inside `m` (below its mount point).
+fn has_mounts_inside(mounts: &[MountInfo], point: &str) -> bool {
+    mounts
+        .iter()
+        .any(|o| o.point != point && under(&o.point, point) && point != "/")
+        || (point == "/" && mounts.iter().any(|o| o.point != "/"))
+}
+
+/// The steps for every mount but `/` (made read-only last), parents before children.
+/// `is_dir` says whether a mount point is a folder.
 pub fn plan(mounts: &[MountInfo], staging: &str, is_dir: &dyn Fn(&str) -> bool) -> Vec<Step> {
     let mut list: Vec<&MountInfo> = mounts
         .iter()
-        .filter(|m| m.point != "/" && !under(&m.point, "/proc") && !under(&m.point, staging))
+        .filter(|m| m.point != "/" && !under(&m.point, staging))
         .collect();
     list.sort_by_key(|m| m.point.matches('/').count());
     list.into_iter()
         .map(|m| {
             let m = m.clone();
-            if m.fstype == "mqueue" {
+            if under(&m.point, "/proc") || !m.writable() || m.fstype == "devpts" {
+                Step::Keep(m)
+            } else if m.fstype == "mqueue" {
                 Step::Mqueue(m)
-            } else if PSEUDO.contains(&m.fstype.as_str()) {
-                Step::Bind {
-                    read_only: m.fstype != "devpts",
-                    mount: m,
+            } else if !PSEUDO.contains(&m.fstype.as_str())
+                && m.point != "/dev"
+                && is_dir(&m.point)
+                && !has_mounts_inside(mounts, &m.point)
+            {
+                if m.fstype == "tmpfs" {
+                    Step::Fresh(m)
+                } else {
+                    Step::Overlay(m)
                 }
-            } else if m.writable() && m.point != "/dev" && is_dir(&m.point) {
-                Step::Overlay(m)
             } else {
-                Step::Bind {
-                    read_only: true,
-                    mount: m,
-                }
+                Step::ReadOnly(m)
             }
         })
         .collect()
+}
+
+/// The mount that holds `path`: the last one whose point is `path` or above it.
+pub fn holding(mounts: &[MountInfo], path: &str) -> Option<MountInfo> {
+    mounts
+        .iter()
+        .filter(|m| under(path, &m.point))
+        .max_by_key(|m| m.point.len())
+        .cloned()
 }
 
 /// The masks Docker puts over /proc, to remake on the new /proc: (path, how).
@@ -192,31 +225,51 @@ pub enum ProcMask {
     Null,
 }
 
-/// Builds the run's tree under `staging` (a tmpfs already mounted there) and enters it.
-/// Returns the number of overlays made.
-pub fn enter_fresh_root(mounts: &[MountInfo], staging: &str) -> Result<usize> {
+/// Builds the run's tree under `staging` (a tmpfs already mounted there) and enters it, with
+/// a layer over each folder of `layers` (folders the sandbox user may write on a mount that
+/// is otherwise made read-only). Returns the overlays made: (where, the name of its upper
+/// folder in `staging`).
+pub fn enter_fresh_root(
+    mounts: &[MountInfo],
+    staging: &str,
+    layers: &[String],
+) -> Result<Vec<(String, String)>> {
     let root = format!("{staging}/root");
-    let root_info = mounts
-        .iter()
-        .rev()
-        .find(|m| m.point == "/")
-        .cloned()
-        .ok_or("no root mount in /proc/self/mountinfo")?;
-    overlay(&root_info, "/", &root, staging, 0)?;
+    let root_info = holding(mounts, "/").ok_or("no root mount in /proc/self/mountinfo")?;
+    sys::mkdir_p(&root, 0o755)?;
+    sys::mount("/", &root, None, libc::MS_BIND | libc::MS_REC, None)?;
+    // The copy of the staging tmpfs in the run's tree (it was mounted when / was bound).
+    sys::umount_detach(&format!("{root}{staging}"))?;
     let is_dir = |p: &str| std::fs::metadata(p).map(|m| m.is_dir()).unwrap_or(false);
-    let steps = plan(mounts, staging, &is_dir);
-    let mut overlays = 1;
-    for (i, step) in steps.iter().enumerate() {
+    let mut overlays: Vec<(String, String)> = Vec::new();
+    for dir in layers.iter().filter(|d| is_dir(d)) {
+        if let Some(inside) = mounts
+            .iter()
+            .find(|m| m.point != *dir && under(&m.point, dir))
+        {
+            return Err(format!(
+                "cannot make a layer over {dir}: {} is mounted inside it",
+                inside.point
+            ));
+        }
+        let holder = holding(mounts, dir).unwrap_or_else(|| root_info.clone());
+        let n = overlays.len();
+        overlay(&holder, dir, &format!("{root}{dir}"), staging, n)?;
+        overlays.push((dir.clone(), format!("u{n}")));
+    }
+    for step in plan(mounts, staging, &is_dir) {
         match step {
             Step::Overlay(m) => {
-                overlay(m, &m.point, &format!("{root}{}", m.point), staging, i + 1)?;
-                overlays += 1;
+                let n = overlays.len();
+                overlay(&m, &m.point, &format!("{root}{}", m.point), staging, n)?;
+                overlays.push((m.point.clone(), format!("u{n}")));
             }
-            Step::Bind { mount, read_only } => {
-                let target = format!("{root}{}", mount.point);
-                ensure_target(&target, is_dir(&mount.point))?;
-                bind(&mount.point, &target, *read_only, mount.restrict_flags())?;
+            Step::Fresh(m) => {
+                let n = overlays.len();
+                fresh_place(&m, &format!("{root}{}", m.point), staging, n)?;
+                overlays.push((m.point.clone(), format!("u{n}")));
             }
+            Step::ReadOnly(m) => read_only(&format!("{root}{}", m.point), &m)?,
             Step::Mqueue(m) => {
                 let target = format!("{root}{}", m.point);
                 ensure_target(&target, true)?;
@@ -228,13 +281,27 @@ pub fn enter_fresh_root(mounts: &[MountInfo], staging: &str) -> Result<usize> {
                     None,
                 )?;
             }
+            Step::Keep(_) => {}
         }
     }
+    read_only(&root, &root_info)?;
     sys::chdir(&root)?;
     sys::mount(".", "/", None, libc::MS_MOVE, None)?;
     sys::chroot(".")?;
     sys::chdir("/")?;
     Ok(overlays)
+}
+
+/// Makes the mount at `target` (a copy of `m`) read-only, keeping the flags the kernel
+/// locks (nosuid, nodev, noexec; access times are kept by a bind remount).
+fn read_only(target: &str, m: &MountInfo) -> Result<()> {
+    sys::mount(
+        "none",
+        target,
+        None,
+        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | m.restrict_flags(),
+        None,
+    )
 }
 
 fn ensure_target(target: &str, dir: bool) -> Result<()> {
@@ -253,23 +320,40 @@ fn ensure_target(target: &str, dir: bool) -> Result<()> {
     }
 }
 
-/// Binds `source` (one mount, not those under it) onto `target`.
-fn bind(source: &str, target: &str, read_only: bool, restrict: libc::c_ulong) -> Result<()> {
-    sys::mount(source, target, None, libc::MS_BIND, None)?;
-    if read_only {
-        sys::mount(
-            "none",
-            target,
-            None,
-            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | restrict,
-            None,
-        )?;
-    }
-    Ok(())
+/// An empty folder of the staging tmpfs bound at `target` (where mount `m` was), with the
+/// owner and mode of `m`'s root and its nosuid/nodev/noexec: the run's own place.
+fn fresh_place(m: &MountInfo, target: &str, staging: &str, n: usize) -> Result<()> {
+    let place = format!("{staging}/u{n}");
+    sys::mkdir_p(&place, 0o755)?;
+    copy_owner_and_mode(&m.point, &place);
+    ensure_target(target, true)?;
+    sys::mount(&place, target, None, libc::MS_BIND, None)?;
+    sys::mount(
+        "none",
+        target,
+        None,
+        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOATIME | m.restrict_flags(),
+        None,
+    )
 }
 
-/// An overlay at `target` whose lower layer is the mount at `source`, read-only and with no
-/// access-time updates, and whose upper layer is new, on the staging tmpfs.
+/// `to` gets the owner and mode `from` has (best effort: a folder this process made).
+fn copy_owner_and_mode(from: &str, to: &str) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(meta) = std::fs::metadata(from) else {
+        return;
+    };
+    let _ = std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.mode()));
+    if let Ok(c) = sys::cstr(to) {
+        // SAFETY: a valid C string; chown of a folder this process made.
+        unsafe {
+            libc::chown(c.as_ptr(), meta.uid(), meta.gid());
+        }
+    }
+}
+
+/// An overlay at `target` whose lower layer is `source` (on mount `m`), bound read-only,
+/// and whose upper layer is new, on the staging tmpfs.
 fn overlay(m: &MountInfo, source: &str, target: &str, staging: &str, n: usize) -> Result<()> {
     let lower = format!("{staging}/l{n}");
     let upper = format!("{staging}/u{n}");
@@ -278,59 +362,58 @@ fn overlay(m: &MountInfo, source: &str, target: &str, staging: &str, n: usize) -
         sys::mkdir_p(d, 0o755)?;
     }
     sys::mount(source, &lower, None, libc::MS_BIND, None)?;
-    sys::mount(
-        "none",
-        &lower,
-        None,
-        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOATIME | m.restrict_flags(),
-        None,
-    )?;
+    read_only(&lower, m)?;
     // The upper layer's root starts as the lower's root is: same owner and mode.
-    if let Ok(meta) = std::fs::metadata(&lower) {
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let _ = std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(meta.mode()));
-        let c = sys::cstr(&upper)?;
-        // SAFETY: a valid C string; chown of a folder this process made.
-        unsafe {
-            libc::chown(c.as_ptr(), meta.uid(), meta.gid());
-        }
-    }
+    copy_owner_and_mode(&lower, &upper);
     ensure_target(target, true)?;
+    let layers = format!("lowerdir={lower},upperdir={upper},workdir={work}");
+    let flags = libc::MS_NOATIME | m.restrict_flags();
+    // In a user namespace an overlay keeps its own marks in user.* attributes.
     sys::mount(
         "overlay",
         target,
         Some("overlay"),
-        libc::MS_NOATIME | m.restrict_flags(),
-        Some(&format!("lowerdir={lower},upperdir={upper},workdir={work}")),
+        flags,
+        Some(&format!("{layers},userxattr")),
     )
+    .or_else(|_| sys::mount("overlay", target, Some("overlay"), flags, Some(&layers)))
 }
 
-/// The new /proc of the run's PID namespace, with the container's masks remade.
-pub fn mount_proc(masks: &[(String, ProcMask)]) -> Result<()> {
-    sys::mount(
-        "proc",
-        "/proc",
-        Some("proc"),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        None,
-    )?;
+/// A /proc of the run's own PID namespace, with the container's masks remade, where the
+/// kernel allows it: true when made. Under a mask the kernel refuses it (a user namespace
+/// may mount proc only where the container's /proc is fully visible) and the run keeps the
+/// container's /proc, masks and all.
+pub fn own_proc(masks: &[(String, ProcMask)]) -> Result<bool> {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if sys::mount("proc", "/proc", Some("proc"), flags, None).is_err() {
+        return Ok(false);
+    }
     for (path, how) in masks {
         if std::fs::symlink_metadata(path).is_err() {
             continue;
         }
         match how {
-            ProcMask::ReadOnly => bind(path, path, true, libc::MS_NOSUID | libc::MS_NODEV)?,
+            ProcMask::ReadOnly => {
+                sys::mount(path, path, None, libc::MS_BIND, None)?;
+                sys::mount(
+                    "none",
+                    path,
+                    None,
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | flags,
+                    None,
+                )?
+            }
             ProcMask::EmptyDir => sys::mount(
                 "tmpfs",
                 path,
                 Some("tmpfs"),
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                libc::MS_RDONLY | flags,
                 Some("size=0"),
             )?,
             ProcMask::Null => sys::mount("/dev/null", path, None, libc::MS_BIND, None)?,
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -372,53 +455,31 @@ mod tests {
         let is_dir = |p: &str| dirs.contains(&p) || p.starts_with("/sys/");
         let steps = plan(&mounts, "/opt/harness/layers", &is_dir);
         let find = |p: &str| steps.iter().find(|s| point(s) == p).cloned().unwrap();
-        assert!(matches!(find("/tmp"), Step::Overlay(_)));
-        assert!(matches!(find("/dev/shm"), Step::Overlay(_)));
+        // The container's tmpfs: a fresh, empty place, nothing of it under the run; a
+        // volume on a disk: a layer over it.
+        assert!(matches!(find("/tmp"), Step::Fresh(_)));
+        assert!(matches!(find("/dev/shm"), Step::Fresh(_)));
         assert!(matches!(find("/my data"), Step::Overlay(_)));
-        assert!(matches!(find("/sys/fs/cgroup"), Step::Overlay(_)));
-        assert!(matches!(
-            find("/sys/fs/cgroup/cpu"),
-            Step::Bind {
-                read_only: true,
-                ..
-            }
-        ));
-        assert!(matches!(
-            find("/dev"),
-            Step::Bind {
-                read_only: true,
-                ..
-            }
-        ));
-        assert!(matches!(
-            find("/etc/hosts"),
-            Step::Bind {
-                read_only: true,
-                ..
-            }
-        ));
-        assert!(matches!(
-            find("/dev/pts"),
-            Step::Bind {
-                read_only: false,
-                ..
-            }
-        ));
+        // A writable mount with mounts inside it cannot be a layer (the kernel refuses a
+        // lower layer with locked mounts under it): read-only.
+        assert!(matches!(find("/sys/fs/cgroup"), Step::ReadOnly(_)));
+        assert!(matches!(find("/sys/fs/cgroup/cpu"), Step::Keep(_)));
+        assert!(matches!(find("/dev"), Step::ReadOnly(_)));
+        assert!(matches!(find("/etc/hosts"), Step::ReadOnly(_)));
+        assert!(matches!(find("/dev/pts"), Step::Keep(_)));
         assert!(matches!(find("/dev/mqueue"), Step::Mqueue(_)));
-        assert!(steps.iter().all(|s| !point(s).starts_with("/proc")));
+        assert!(
+            steps
+                .iter()
+                .filter(|s| point(s).starts_with("/proc"))
+                .all(|s| matches!(s, Step::Keep(_)))
+        );
         // Every writable mount is covered by a rule that keeps nothing.
         for m in mounts
             .iter()
             .filter(|m| m.writable() && m.point != "/" && !m.point.starts_with("/proc"))
         {
-            let s = find(&m.point);
-            let kept = matches!(
-                s,
-                Step::Bind {
-                    read_only: false,
-                    ..
-                }
-            ) && m.fstype != "devpts";
+            let kept = matches!(find(&m.point), Step::Keep(_)) && m.fstype != "devpts";
             assert!(!kept, "{} stays writable", m.point);
         }
         // Parents first.
@@ -426,6 +487,8 @@ mod tests {
         assert!(pos("/dev") < pos("/dev/shm"));
         assert!(pos("/sys") < pos("/sys/fs/cgroup"));
         assert!(pos("/sys/fs/cgroup") < pos("/sys/fs/cgroup/cpu"));
+        assert_eq!(holding(&mounts, "/testbed").unwrap().point, "/");
+        assert_eq!(holding(&mounts, "/dev/shm/x").unwrap().point, "/dev/shm");
     }
 
     #[test]
@@ -443,7 +506,11 @@ mod tests {
 
     fn point(s: &Step) -> &str {
         match s {
-            Step::Overlay(m) | Step::Mqueue(m) | Step::Bind { mount: m, .. } => &m.point,
+            Step::Overlay(m)
+            | Step::Fresh(m)
+            | Step::Mqueue(m)
+            | Step::ReadOnly(m)
+            | Step::Keep(m) => &m.point,
         }
     }
 }

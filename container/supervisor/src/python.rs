@@ -1,6 +1,7 @@
-//! The harness's Python programs (timer, guard) run as root with an interpreter pinned when
-//! the image was built, never one found on the image's PATH: `python3` there may be a file
-//! the sandbox user wrote (a virtualenv's `bin` first on PATH, opened to the user).
+//! The harness's Python programs (timer, guard) run as the warden (see `broker`) with an
+//! interpreter pinned when the image was built, never one found on the image's PATH:
+//! `python3` there may be a file the sandbox user wrote (a virtualenv's `bin` first on PATH,
+//! opened to the user).
 //!
 //! The image's lock step (container/programs/guard.py lock-image, run as root before any code under
 //! test) records the interpreter it ran under and its standard library's folders in
@@ -17,6 +18,8 @@ use std::os::unix::fs::MetadataExt;
 use crate::sys::{self, Result};
 
 pub const RECORD: &str = "/opt/harness-build/interpreter.json";
+/// Where the warden's interpreter keeps the bytecode of the harness's programs.
+const PYCACHE: &str = "/opt/harness/var/pycache";
 const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 pub struct Pinned {
@@ -89,7 +92,7 @@ pub fn clean_env() -> Vec<(String, String)> {
         None => {
             let map: serde_json::Map<String, serde_json::Value> = vars
                 .iter()
-                .filter(|(k, _)| k != "HARNESS_NONCE")
+                .filter(|(k, _)| k != "HARNESS_NONCE" && k != "HARNESS_BENCH_SEEDS")
                 .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
                 .collect();
             serde_json::Value::Object(map).to_string()
@@ -101,13 +104,15 @@ pub fn clean_env() -> Vec<(String, String)> {
         .collect();
     env.push(("PATH".into(), SAFE_PATH.into()));
     env.push(("LC_ALL".into(), "C.UTF-8".into()));
-    env.push(("HOME".into(), "/root".into()));
+    env.push(("HOME".into(), "/nonexistent".into()));
     env.push(("HARNESS_CHILD_ENV".into(), image));
     env
 }
 
-/// Execs the pinned interpreter on `script`; returns only on failure.
-pub fn exec(record: &str, script: &str, args: &[String]) -> String {
+/// Execs the pinned interpreter on `script` as the warden (this process has become it),
+/// under the supervisor's filter, with the broker's socket at `broker_fd`; returns only on
+/// failure.
+pub fn exec_as_warden(record: &str, script: &str, args: &[String], broker_fd: i32) -> String {
     let pinned = match load(record) {
         Ok(p) => p,
         Err(e) => return e,
@@ -120,15 +125,19 @@ pub fn exec(record: &str, script: &str, args: &[String]) -> String {
     {
         if let Some(why) = not_roots(path) {
             return format!(
-                "the harness's interpreter cannot be trusted to run as root: {why} \
-                 (recorded in {record} when the image was built)"
+                "the harness's interpreter cannot be trusted: {why} (recorded in {record} \
+                 when the image was built)"
             );
         }
     }
+    // Bytecode of the harness's programs goes to the warden's own folder (the programs'
+    // folder is root's): compiled once per container, not at every start.
     let mut argv = vec![
         pinned.executable.clone(),
         "-I".into(),
         "-S".into(),
+        "-X".into(),
+        format!("pycache_prefix={PYCACHE}"),
         script.to_string(),
     ];
     argv.extend(args.iter().cloned());
@@ -136,7 +145,9 @@ pub fn exec(record: &str, script: &str, args: &[String]) -> String {
         Ok(v) => v,
         Err(e) => return e,
     };
-    let c_env: Vec<std::ffi::CString> = match clean_env()
+    let mut env = clean_env();
+    env.push(("HARNESS_BROKER_FD".into(), broker_fd.to_string()));
+    let c_env: Vec<std::ffi::CString> = match env
         .into_iter()
         .map(|(k, v)| sys::cstr(format!("{k}={v}")))
         .collect()
@@ -144,6 +155,9 @@ pub fn exec(record: &str, script: &str, args: &[String]) -> String {
         Ok(v) => v,
         Err(e) => return e,
     };
+    if let Err(e) = crate::seccomp::restrict() {
+        return e;
+    }
     let mut argp: Vec<*const libc::c_char> = c_argv.iter().map(|c| c.as_ptr()).collect();
     argp.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = c_env.iter().map(|c| c.as_ptr()).collect();

@@ -60,12 +60,41 @@ pub fn mkdir_p(path: &str, mode: u32) -> Result<()> {
         .map_err(|e| format!("mkdir {path}: {e}"))
 }
 
-pub fn unshare(flags: libc::c_int) -> Result<()> {
-    // SAFETY: unshare(2) takes flags only.
-    check(unsafe { libc::unshare(flags) }, || {
-        format!("unshare({flags:#x}) (the container needs CAP_SYS_ADMIN)")
-    })
+/// clone(2) with new namespaces and no new stack: like fork, the child goes on from here
+/// with a copy of this process (`Ok(0)` in the child, its pid in the parent). The
+/// supervisor is single-threaded, so the copy holds no lock another thread had.
+pub fn clone_into(flags: libc::c_int) -> Result<libc::pid_t> {
+    let flags = (flags | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: clone without a stack or thread pointers behaves as fork does.
+    let rc = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if rc < 0 {
+        return Err(format!(
+            "clone into new namespaces ({flags:#x}): {} (the container's seccomp profile must \
+             be the harness's, see `harness doctor`)",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(rc as libc::pid_t)
+}
+
+/// Detaches the mount at `path` (and those under it).
+pub fn umount_detach(path: &str) -> Result<()> {
+    let p = cstr(path)?;
+    // SAFETY: a valid C string.
+    check(
+        unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) },
+        || format!("umount {path}"),
+    )
     .map(|_| ())
+}
+
+/// Writes `text` to an existing file (a /proc file: one write).
+pub fn write_file(path: &str, text: &str) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .map_err(|e| format!("write {path}: {e}"))
 }
 
 pub fn chdir(path: &str) -> Result<()> {
@@ -81,7 +110,7 @@ pub fn chroot(path: &str) -> Result<()> {
     let p = cstr(path)?;
     // SAFETY: a valid C string.
     check(unsafe { libc::chroot(p.as_ptr()) }, || {
-        format!("chroot {path} (the container needs CAP_SYS_CHROOT)")
+        format!("chroot {path}")
     })
     .map(|_| ())
 }
@@ -224,23 +253,53 @@ pub fn exit_code(status: libc::c_int) -> i64 {
     }
 }
 
-/// execve with a PATH search like execvp's, in the current environment. Returns only on
-/// failure, with why.
-pub fn exec_path(argv: &[String]) -> String {
+/// execve with a PATH search like execvp's, in `env` (else this process's environment):
+/// the program is looked up in that environment's PATH. Returns only on failure, with why.
+pub fn exec_path(argv: &[String], env: Option<&[(String, String)]>) -> String {
     let Some(program) = argv.first() else {
         return "no command".to_string();
+    };
+    let vars: Vec<(String, String)> = match env {
+        Some(e) => e.to_vec(),
+        None => std::env::vars().collect(),
     };
     let c_argv: Vec<CString> = match argv.iter().map(cstr).collect() {
         Ok(v) => v,
         Err(e) => return e,
     };
-    let mut ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|c| c.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    // SAFETY: a NULL-terminated array of valid C strings; on success this does not return.
-    unsafe {
-        libc::execvp(ptrs[0], ptrs.as_ptr());
+    let c_env: Vec<CString> = match vars.iter().map(|(k, v)| cstr(format!("{k}={v}"))).collect() {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    let path = vars
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    let candidates: Vec<String> = if program.contains('/') {
+        vec![program.clone()]
+    } else {
+        path.split(':')
+            .map(|d| format!("{}/{program}", if d.is_empty() { "." } else { d }))
+            .collect()
+    };
+    let mut argp: Vec<*const libc::c_char> = c_argv.iter().map(|c| c.as_ptr()).collect();
+    argp.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = c_env.iter().map(|c| c.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let mut last = io::Error::from_raw_os_error(libc::ENOENT);
+    for candidate in candidates {
+        let Ok(c) = cstr(&candidate) else { continue };
+        // SAFETY: NULL-terminated arrays of valid C strings; on success this does not return.
+        unsafe {
+            libc::execve(c.as_ptr(), argp.as_ptr(), envp.as_ptr());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ENOENT) || last.raw_os_error() == Some(libc::ENOENT) {
+            last = e;
+        }
     }
-    format!("cannot start {program:?}: {}", io::Error::last_os_error())
+    format!("cannot start {program:?}: {last}")
 }
 
 pub fn exit(code: i32) -> ! {
@@ -268,9 +327,24 @@ pub fn loopback_up() -> Result<()> {
     } else {
         got
     };
-    let result = check(set, || {
-        "bring up the run's loopback (the container needs CAP_NET_ADMIN)".to_string()
-    });
+    let result = check(set, || "bring up the run's loopback".to_string());
     close(fd);
     result.map(|_| ())
+}
+
+/// Becomes `uid:gid` with no supplementary group and no capability, for good.
+pub fn become_id(uid: u32, gid: u32) -> Result<()> {
+    // SAFETY: ids are plain numbers; setgroups with an empty list.
+    let ok = unsafe {
+        libc::setgroups(0, std::ptr::null()) == 0
+            && libc::setresgid(gid, gid, gid) == 0
+            && libc::setresuid(uid, uid, uid) == 0
+    };
+    if !ok {
+        return Err(format!(
+            "cannot become {uid}:{gid}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }

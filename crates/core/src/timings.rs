@@ -149,10 +149,15 @@ pub struct RoundRecord {
     pub round: u32,
     /// The order variants ran in this round.
     pub order: Vec<String>,
-    /// `HARNESS_BENCH_SEED` of the round: fresh and random, the same for every variant, so
-    /// an answer remembered from another run does not match.
+    /// `HARNESS_BENCH_SEED` of the round's first repetition (its warmup's): fresh and
+    /// random, the same for every variant, so an answer remembered from another run does
+    /// not match.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// `HARNESS_BENCH_SEED` of each timed repetition of the round, in order: drawn after
+    /// the code was frozen, shared by the round's variants, never by two repetitions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<u64>,
 }
 
 /// The schedule a measurement followed.

@@ -18,6 +18,9 @@ pub struct Asset {
 /// Where the supervisor is in every container.
 pub const SUPERVISOR: &str = "/opt/harness/bin/harness-supervisor";
 
+/// The warden's own folder (its manifest and state), the warden's alone.
+pub const WARDEN_DIR: &str = "opt/harness/var";
+
 /// What the image build's last step runs (guard.py lock-image, the programs it imports and
 /// the schema of the result line it prints), by file name in `/opt/harness-build`; their bytes come from [`ASSETS`], the one table.
 const BUILD_SCRIPT_NAMES: &[&str] = &[
@@ -25,6 +28,9 @@ const BUILD_SCRIPT_NAMES: &[&str] = &[
     "caches.py",
     "image_lock.py",
     "processes.py",
+    "broker.py",
+    "treewalk.py",
+    "watched.py",
     "timer_contract.py",
     "timer_result.schema.json",
 ];

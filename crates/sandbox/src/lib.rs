@@ -9,6 +9,8 @@ pub mod eval;
 pub mod events;
 pub mod fingerprint;
 pub mod gpu;
+pub mod host_check;
 pub mod host_git;
 pub mod protect;
 pub mod source;
+pub mod tree;

@@ -24,6 +24,9 @@ pub const RUN_HOME: &str = "/home/harnessrun";
 /// `docker exec` user strings.
 pub const RUN_AS: &str = "10001:10001";
 pub const ROOT: &str = "0:0";
+/// The warden: the unprivileged user the harness's own Python programs run as in every
+/// container (root runs nothing but the harness's static supervisor once a container runs).
+pub const WARDEN_UID: u32 = 10002;
 
 /// Protected in every task: files that change how tests are collected or what every Python
 /// interpreter runs at start-up, whatever the code under test is.

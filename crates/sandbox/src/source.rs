@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
 use super::host_git;
+use crate::tree::{self, Budget, Item, MAX_TREE_BYTES, Visit, read_capped};
 use harness_core::task::{HumanRef, Source, Task};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,120 +64,237 @@ impl Material {
     }
 }
 
+/// Whether a command may fetch a remote source (`source.url`: https, http, git, ssh) to
+/// read it. Only the commands that need the tree do (`build`, `opt-at-k`, `run`, `local`,
+/// `agent run`); `tasks` and `images gc` read what an earlier fetch left in the cache, and
+/// never make the host connect where a dataset says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetch {
+    Allowed,
+    CachedOnly,
+}
+
+/// A remote source that was not fetched ([`Fetch::CachedOnly`]).
+#[derive(Debug)]
+pub struct NotFetched {
+    pub url: String,
+}
+
+impl std::fmt::Display for NotFetched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its source {} is remote and is fetched only by the commands that build or \
+             evaluate it (`harness build` does)",
+            harness_core::text::for_terminal(&self.url)
+        )
+    }
+}
+
+impl std::error::Error for NotFetched {}
+
+/// The most bytes of a human patch the harness reads.
+pub const MAX_HUMAN_PATCH_BYTES: u64 = 256 << 20;
+
+/// The human reference as the source gives it.
+#[derive(Debug, Clone)]
+pub struct Human {
+    /// A patch against base (for `human.commit` inside a prebuilt image: the task's fallback
+    /// patch, empty when it gives none).
+    pub patch: String,
+    /// `human.commit` inside a prebuilt image.
+    pub commit: Option<String>,
+}
+
 /// Reads the source and the human patch. Git URLs are cloned into `cache_dir` once.
 pub fn materialize(task: &Task, cache_dir: &Path) -> Result<Material> {
-    let (entries, repo_for_human) = match &task.source {
-        Source::Folder(dir) => (read_folder(dir)?, None),
-        Source::Git { repo, base_commit } => {
-            let repo = local_git(repo, cache_dir)?;
-            (git_archive(&repo, base_commit)?, Some(repo))
-        }
-        Source::Url { url, base_commit } => {
-            let repo = host_git::clone(url, cache_dir)?;
-            (git_archive(&repo, base_commit)?, Some(repo))
-        }
-        // The tree stays in the image; the image tag covers it through the base image's id.
-        Source::Image { .. } => (Vec::new(), None),
-    };
-    check_entries(&entries).with_context(|| {
-        format!(
-            "{}: the source tree cannot be written safely",
-            task.toml_path.display()
-        )
+    materialize_with(task, cache_dir, Fetch::Allowed)
+}
+
+/// [`materialize`], fetching a remote source only when `fetch` allows it. The tree is held
+/// in memory (an image's build context is made of it): at most [`MAX_TREE_BYTES`].
+pub fn materialize_with(task: &Task, cache_dir: &Path, fetch: Fetch) -> Result<Material> {
+    let mut entries = Vec::new();
+    let mut budget = Budget::default();
+    let human = read_source(task, cache_dir, fetch, &mut budget, &mut |item| {
+        let path = item.path().to_string();
+        let kind = match item {
+            Item::File {
+                mode, size, data, ..
+            } => {
+                let mut bytes = Vec::with_capacity(size as usize);
+                data.take(size).read_to_end(&mut bytes)?;
+                EntryKind::File { mode, data: bytes }
+            }
+            Item::Symlink { target, .. } => EntryKind::Symlink {
+                target: target.to_string(),
+            },
+        };
+        entries.push(Entry { path, kind });
+        Ok(())
     })?;
-    let human_patch = match &task.human {
-        HumanRef::Patch(p) => std::fs::read_to_string(p)
-            .with_context(|| format!("{}: cannot read human patch", p.display()))?,
-        HumanRef::ImageCommit { patch, .. } => match patch {
-            Some(p) => std::fs::read_to_string(p)
-                .with_context(|| format!("{}: cannot read human patch", p.display()))?,
-            None => String::new(),
-        },
-        HumanRef::Commit(c) => {
-            let repo = repo_for_human
-                .as_ref()
-                .context("human.commit needs a git source")?;
-            let base = match &task.source {
-                Source::Git { base_commit, .. } | Source::Url { base_commit, .. } => base_commit,
-                Source::Folder(_) | Source::Image { .. } => {
-                    bail!("human.commit needs a git source")
-                }
-            };
-            let diff = host_git::run(
-                repo,
-                &[
-                    "diff",
-                    "--binary",
-                    "--no-color",
-                    "--no-ext-diff",
-                    "--no-textconv",
-                    "--end-of-options",
-                    base,
-                    c,
-                ],
-            )
-            .with_context(|| format!("{}: human.commit {c}", task.toml_path.display()))?;
-            String::from_utf8(diff).with_context(|| {
-                format!("{}: human.commit {c}: not UTF-8", task.toml_path.display())
-            })?
-        }
-    };
-    let human_commit = match &task.human {
-        HumanRef::ImageCommit { commit, .. } => Some(commit.clone()),
-        HumanRef::Patch(_) | HumanRef::Commit(_) => None,
-    };
-    if human_patch.trim().is_empty() && human_commit.is_none() {
-        bail!(
-            "{}: the human reference is an empty patch",
-            task.toml_path.display()
-        );
-    }
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut image_files = Vec::new();
     for (target, path) in &task.image_files {
-        let data =
-            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let data = read_capped(path, MAX_TREE_BYTES, "an [image] file")?;
+        budget
+            .take(target, data.len() as u64)
+            .with_context(|| format!("{}: with its [image] files", task.toml_path.display()))?;
         image_files.push((target.clone(), data));
     }
-    let mut human = human_patch.clone();
-    if let Some(c) = &human_commit {
-        human.push_str(&format!("\0commit:{c}"));
+    let mut digested = human.patch.clone();
+    if let Some(c) = &human.commit {
+        digested.push_str(&format!("\0commit:{c}"));
     }
-    let digest = digest_of(&entries, &human, &image_files);
+    let digest = digest_of(&entries, &digested, &image_files);
     Ok(Material {
         entries,
-        human_patch,
-        human_commit,
+        human_patch: human.patch,
+        human_commit: human.commit,
         image_files,
         digest,
     })
+}
+
+/// The task's tree at base, entry by entry through `visit` (checked and within `budget`:
+/// `tree`), and its human reference. Nothing of the tree is held here.
+pub fn read_source(
+    task: &Task,
+    cache_dir: &Path,
+    fetch: Fetch,
+    budget: &mut Budget,
+    visit: &mut Visit,
+) -> Result<Human> {
+    let toml = task.toml_path.display();
+    let repo = match &task.source {
+        Source::Folder(dir) => {
+            tree::visit_folder(dir, budget, visit)
+                .with_context(|| format!("{toml}: the source tree at base"))?;
+            None
+        }
+        Source::Git { repo, base_commit } => {
+            let repo = local_git(repo, cache_dir)?;
+            tree::visit_git(&repo, base_commit, budget, visit)
+                .with_context(|| format!("{toml}: the source tree at base"))?;
+            Some(repo)
+        }
+        Source::Url { url, base_commit } => {
+            let repo = match fetch {
+                Fetch::Allowed => host_git::clone(url, cache_dir)?,
+                Fetch::CachedOnly => match host_git::cloned(url, cache_dir) {
+                    Some(repo) => repo,
+                    None => return Err(NotFetched { url: url.clone() }.into()),
+                },
+            };
+            tree::visit_git(&repo, base_commit, budget, visit)
+                .with_context(|| format!("{toml}: the source tree at base"))?;
+            Some(repo)
+        }
+        // The tree stays in the image; the image tag covers it through the base image's id.
+        Source::Image { .. } => None,
+    };
+    let read_patch = |p: &Path| -> Result<String> {
+        let bytes = read_capped(p, MAX_HUMAN_PATCH_BYTES, "a human patch")?;
+        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", p.display()))
+    };
+    let patch = match &task.human {
+        HumanRef::Patch(p) => read_patch(p)?,
+        HumanRef::ImageCommit { patch, .. } => match patch {
+            Some(p) => read_patch(p)?,
+            None => String::new(),
+        },
+        HumanRef::Commit(c) => {
+            let (repo, base) = match (&repo, &task.source) {
+                (Some(repo), Source::Git { base_commit, .. } | Source::Url { base_commit, .. }) => {
+                    (repo, base_commit)
+                }
+                _ => bail!("human.commit needs a git source"),
+            };
+            human_diff(repo, base, c, MAX_HUMAN_PATCH_BYTES)
+                .with_context(|| format!("{toml}: human.commit {c}"))?
+        }
+    };
+    let commit = match &task.human {
+        HumanRef::ImageCommit { commit, .. } => Some(commit.clone()),
+        HumanRef::Patch(_) | HumanRef::Commit(_) => None,
+    };
+    if patch.trim().is_empty() && commit.is_none() {
+        bail!("{toml}: the human reference is an empty patch");
+    }
+    Ok(Human { patch, commit })
+}
+
+/// `git diff` of base to the human commit, once the blobs it would load are known to be
+/// within `limit` (git holds both sides of a changed file in memory); the diff too.
+fn human_diff(repo: &Path, base: &str, human: &str, limit: u64) -> Result<String> {
+    let raw = host_git::run_capped(
+        repo,
+        &[
+            "diff",
+            "--raw",
+            "-z",
+            "--no-abbrev",
+            "--no-renames",
+            "--end-of-options",
+            base,
+            human,
+        ],
+        limit,
+        "the list of changed files",
+    )?;
+    let blobs: Vec<String> = String::from_utf8_lossy(&raw)
+        .split('\0')
+        .filter(|f| f.starts_with(':'))
+        .flat_map(|f| f.split(' ').skip(2).take(2).map(str::to_string))
+        .filter(|id| id.chars().any(|c| c != '0'))
+        .collect();
+    if !blobs.is_empty() {
+        let sizes = host_git::run_with_input(
+            repo,
+            &["cat-file", "--batch-check=%(objectsize)"],
+            blobs.join("\n") + "\n",
+        )?;
+        let total: u64 = String::from_utf8_lossy(&sizes)
+            .lines()
+            .filter_map(|l| l.trim().parse::<u64>().ok())
+            .sum();
+        if total > limit {
+            bail!(
+                "the files it changes hold {total} bytes, more than the {} a human reference \
+                 may change (refused before git reads them)",
+                if limit >= 1 << 20 {
+                    format!("{} MiB", limit >> 20)
+                } else {
+                    format!("{limit} bytes")
+                }
+            );
+        }
+    }
+    let diff = host_git::run_capped(
+        repo,
+        &[
+            "diff",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--end-of-options",
+            base,
+            human,
+        ],
+        limit,
+        "the human patch",
+    )?;
+    String::from_utf8(diff).context("not UTF-8")
 }
 
 /// Every path relative and plain (no `.`, `..` or empty part), each once, and none under a
 /// symlink of the tree: whoever writes the tree out (the reproducible commits, the image's
 /// build context) can never be led outside it by the tree itself.
 pub fn check_entries(entries: &[Entry]) -> Result<()> {
-    let mut seen = std::collections::BTreeSet::new();
-    let links: std::collections::BTreeSet<&str> = entries
-        .iter()
-        .filter(|e| matches!(e.kind, EntryKind::Symlink { .. }))
-        .map(|e| e.path.as_str())
-        .collect();
+    let mut check = tree::PathCheck::default();
     for e in entries {
-        let p = e.path.as_str();
-        let plain = !p.is_empty()
-            && !p.contains('\0')
-            && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
-        if !plain {
-            bail!("{p:?} is not a plain relative path");
-        }
-        if !seen.insert(p) {
-            bail!("{p:?} is in the tree twice");
-        }
-        for (i, _) in p.match_indices('/') {
-            if links.contains(&p[..i]) {
-                bail!("{p:?} lies under {:?}, a symlink of the tree", &p[..i]);
-            }
-        }
+        check.check(&e.path, matches!(e.kind, EntryKind::Symlink { .. }))?;
     }
     Ok(())
 }
@@ -208,56 +326,6 @@ fn digest_of(entries: &[Entry], human: &str, image_files: &[(String, Vec<u8>)]) 
     hex::encode(h.finalize())
 }
 
-fn read_folder(root: &Path) -> Result<Vec<Entry>> {
-    let mut out = Vec::new();
-    walk(root, root, &mut out)?;
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
-}
-
-fn walk(root: &Path, dir: &Path, out: &mut Vec<Entry>) -> Result<()> {
-    let rd = std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?;
-    for entry in rd {
-        let entry = entry.with_context(|| format!("{}: cannot list", dir.display()))?;
-        let path = entry.path();
-        let name = entry.file_name();
-        if name == ".git" {
-            continue;
-        }
-        let rel = path
-            .strip_prefix(root)
-            .with_context(|| format!("{} is outside {}", path.display(), root.display()))?
-            .to_string_lossy()
-            .replace('\\', "/");
-        let meta = std::fs::symlink_metadata(&path)
-            .with_context(|| format!("{}: cannot stat", path.display()))?;
-        if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(&path)
-                .with_context(|| format!("{}: cannot read link", path.display()))?;
-            out.push(Entry {
-                path: rel,
-                kind: EntryKind::Symlink {
-                    target: target.to_string_lossy().into_owned(),
-                },
-            });
-        } else if meta.is_dir() {
-            walk(root, &path, out)?;
-        } else if meta.is_file() {
-            use std::os::unix::fs::PermissionsExt;
-            let data =
-                std::fs::read(&path).with_context(|| format!("{}: cannot read", path.display()))?;
-            out.push(Entry {
-                path: rel,
-                kind: EntryKind::File {
-                    mode: meta.permissions().mode() & 0o777,
-                    data,
-                },
-            });
-        }
-    }
-    Ok(())
-}
-
 /// A repository folder of the dataset is copied (objects and references only) into the
 /// cache; a bundle file is cloned there. Git never runs inside the dataset's own folder.
 fn local_git(path: &Path, cache_dir: &Path) -> Result<PathBuf> {
@@ -282,50 +350,6 @@ fn local_git(path: &Path, cache_dir: &Path) -> Result<PathBuf> {
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", path.display()))?;
     host_git::clone(&canonical.to_string_lossy(), cache_dir)
-}
-
-fn git_archive(repo: &Path, commit: &str) -> Result<Vec<Entry>> {
-    let out = host_git::run(
-        repo,
-        &["archive", "--format=tar", "--end-of-options", commit],
-    )?;
-    let mut archive = tar::Archive::new(&out[..]);
-    let mut entries = Vec::new();
-    for e in archive.entries().context("reading git archive")? {
-        let mut e = e.context("reading git archive")?;
-        let path = e
-            .path()
-            .context("reading git archive")?
-            .to_string_lossy()
-            .trim_end_matches('/')
-            .to_string();
-        let header = e.header();
-        match header.entry_type() {
-            tar::EntryType::Regular => {
-                let mode = header.mode().unwrap_or(0o644);
-                let mut data = Vec::new();
-                e.read_to_end(&mut data).context("reading git archive")?;
-                entries.push(Entry {
-                    path,
-                    kind: EntryKind::File { mode, data },
-                });
-            }
-            tar::EntryType::Symlink => {
-                let target = e
-                    .link_name()
-                    .context("reading git archive")?
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                entries.push(Entry {
-                    path,
-                    kind: EntryKind::Symlink { target },
-                });
-            }
-            _ => {}
-        }
-    }
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(entries)
 }
 
 #[cfg(test)]
@@ -393,6 +417,30 @@ mod tests {
             materialize(&task_c, &work.as_path().join("cache")).unwrap_err()
         );
         assert!(err.contains("nosuch"), "{err}");
+    }
+
+    /// A human commit is diffed only when the files it changes are within the limit
+    /// (their sizes asked of git first), and gives the same diff as before when they are.
+    #[test]
+    fn a_human_commit_is_diffed_only_within_its_limit() {
+        let (_keep, work) = task_folder();
+        let repo = work.as_path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        sh(
+            &repo,
+            "git init -q . && head -c 3000 /dev/zero | tr '\\0' a > big.txt && printf 'x\\n' > m.py && \
+             git add -A && git -c user.name=t -c user.email=t@t commit -qm base && git tag base && \
+             printf 'y\\n' >> big.txt && printf 'z\\n' > m.py && \
+             git -c user.name=t -c user.email=t@t commit -qam opt && git tag opt",
+        );
+        let copy = host_git::import_folder(&repo, &work.as_path().join("cache")).unwrap();
+        let e = format!("{:#}", human_diff(&copy, "base", "opt", 4096).unwrap_err());
+        assert!(
+            e.contains("the files it changes hold 6006 bytes, more than the 4096 bytes"),
+            "{e}"
+        );
+        let d = human_diff(&copy, "base", "opt", 1 << 20).unwrap();
+        assert!(d.contains("-x\n+z") && d.contains("+++ b/big.txt"), "{d}");
     }
 
     const TOML_GIT: &str = "[source]\ngit='repo'\nbase_commit='base'\n[human]\ncommit='opt'\n[test]\ncommand='true'\n[[bench]]\nname='b'\ncommand='true'\n";

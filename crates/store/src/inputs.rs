@@ -55,14 +55,32 @@ fn hash_tree(root: &Path, dir: &Path, h: &mut Sha256) -> Result<()> {
             h.update(format!("dir {rel}\n").as_bytes());
             hash_tree(root, &path, h)?;
         } else if kind.is_file() {
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("{}: cannot read", path.display()))?;
-            h.update(format!("file {rel} {}\n", hex::encode(Sha256::digest(&bytes))).as_bytes());
+            h.update(format!("file {rel} {}\n", file_digest(&path)?).as_bytes());
         } else {
             bail!("{}: neither a file, a folder nor a symlink", path.display());
         }
     }
     Ok(())
+}
+
+/// The sha256 of a file's bytes, read a piece at a time: a task folder's bundle or data
+/// file can be any size (the caller found it a regular file, not a link).
+fn file_digest(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
 //! What a run writes, per sample, and how it is read back: the results store.
 //!
 //! A sample is finished when its `report.json` exists; every write is a temp file + rename,
-//! so a killed run leaves either the old file or the new one, never half of one.
+//! so a killed run leaves either the old file or the new one, never half of one, and none
+//! goes through a link in the run folder ([`crate::confined`]).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::confined::Confined;
 use harness_core::records::{MAX_K, RunInfo, SampleReport};
 use harness_core::summary::{SavedSamples, Summary};
 use harness_core::timings::BenchLog;
@@ -65,6 +67,12 @@ impl RunDir {
         }
     }
 
+    /// Every write into this run folder goes through here: the folder itself and nothing
+    /// in it is ever a link followed (a link is refused, named).
+    pub fn store(&self) -> Confined {
+        Confined::folder(&self.root)
+    }
+
     pub fn run_json(&self) -> PathBuf {
         self.root.join(names::RUN_JSON)
     }
@@ -95,9 +103,33 @@ impl RunDir {
         let path = self
             .sample_dir(model, instance_id, sample)
             .join(names::REPORT_JSON);
-        let text = std::fs::read_to_string(path).ok()?;
+        let text = read_regular(&path).ok()?;
         serde_json::from_str(&text).ok()
     }
+}
+
+/// The most a file the harness reads back from a run folder (run.json, a report.json, a
+/// bench.json) may hold: far above what a run writes.
+pub const MAX_READ_BYTES: u64 = 256 << 20;
+
+/// The text of a run folder's file, if it is a regular file of at most [`MAX_READ_BYTES`]:
+/// a FIFO (whose read would wait forever) or a sparse file of any size is refused before
+/// it is opened.
+pub fn read_regular(path: &Path) -> Result<String> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!("{}: not a regular file", path.display());
+    }
+    if meta.len() > MAX_READ_BYTES {
+        anyhow::bail!(
+            "{}: {} bytes, more than the {} MiB the harness reads of a run's file",
+            path.display(),
+            meta.len(),
+            MAX_READ_BYTES >> 20
+        );
+    }
+    std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))
 }
 
 /// Model names become folder and file names: keep letters, digits, `.`, `_`, `-`.
@@ -145,28 +177,20 @@ pub fn legacy_model_slug(model: &str) -> String {
     }
 }
 
-/// Writes a file whole or not at all: a temp file in the same folder, then rename.
+/// Writes a file whole or not at all (a temp file in the same folder, then rename), for a
+/// file the user named (`--out`, `--junit`): the folders on its way are the user's and may
+/// be links; the file itself may not. What goes into a run or results folder is written
+/// through [`RunDir::store`] or [`Confined`] instead: no link under it is followed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .with_context(|| format!("{}: no parent folder", path.display()))?;
-    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("{}: cannot create a temp file", dir.display()))?;
-    use std::io::Write;
-    // Temp files are created 0600; results are for sharing.
-    use std::os::unix::fs::PermissionsExt;
-    tmp.write_all(bytes)
-        .and_then(|_| {
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-        })
-        .and_then(|_| tmp.as_file().sync_all())
-        .with_context(|| format!("{}: cannot write", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("{}: cannot rename into place", path.display()))?;
-    Ok(())
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        Some(_) => Path::new("."),
+        None => anyhow::bail!("{}: no parent folder", path.display()),
+    };
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: names no file", path.display()))?;
+    Confined::beneath(dir).write_atomic(&dir.join(name), bytes)
 }
 
 pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
@@ -178,8 +202,8 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 impl RunDir {
     pub fn load_run_info(&self) -> Result<RunInfo> {
         let path = self.run_json();
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("{}: cannot read (is this a run folder?)", path.display()))?;
+        let text =
+            read_regular(&path).map_err(|e| anyhow::anyhow!("{e:#} (is this a run folder?)"))?;
         let info: RunInfo = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a run.json this harness can read", path.display()))?;
         // Readers loop over K (an old run.json lists no samples): a K no run can have is
@@ -217,7 +241,7 @@ pub fn sample_bench_log(run: &RunDir, model: &str, s: &SampleReport) -> Option<(
     let path = run
         .sample_dir(model, &s.instance_id, s.sample)
         .join(names::BENCH_JSON);
-    let log: BenchLog = std::fs::read_to_string(path)
+    let log: BenchLog = read_regular(&path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())?;
     let label = log
@@ -259,6 +283,33 @@ mod tests {
         );
     }
 
+    /// A FIFO (whose read would wait forever) or a sparse file of any size is refused
+    /// before it is opened.
+    #[test]
+    fn only_regular_files_of_a_sane_size_are_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("report.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let e = read_regular(&fifo).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let huge = d.path().join("bench.json");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let e = read_regular(&huge).unwrap_err().to_string();
+        assert!(
+            e.contains("1099511627776 bytes, more than the 256 MiB"),
+            "{e}"
+        );
+        std::fs::write(d.path().join("ok.json"), "{}").unwrap();
+        assert_eq!(read_regular(&d.path().join("ok.json")).unwrap(), "{}");
+    }
+
     #[test]
     fn atomic_write_replaces() {
         let d = tempfile::tempdir().unwrap();
@@ -272,5 +323,17 @@ mod tests {
             0o644
         );
         assert_eq!(std::fs::read_dir(d.path().join("a")).unwrap().count(), 1);
+        // A file the user named that is a link is refused, not written through or replaced.
+        std::fs::write(d.path().join("target"), "kept").unwrap();
+        std::os::unix::fs::symlink(d.path().join("target"), d.path().join("a/link")).unwrap();
+        let e = format!(
+            "{:#}",
+            write_atomic(&d.path().join("a/link"), b"x").unwrap_err()
+        );
+        assert!(e.contains("a/link: is a symbolic link"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("target")).unwrap(),
+            "kept"
+        );
     }
 }

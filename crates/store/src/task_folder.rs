@@ -15,6 +15,10 @@ pub fn allow_outside_paths(allowed: bool) {
     OUTSIDE_ALLOWED.store(allowed, Ordering::Relaxed);
 }
 
+/// The most a task.toml may hold: it is read whole (a sparse file of any size costs its
+/// author nothing).
+pub const MAX_TASK_TOML_BYTES: u64 = 16 << 20;
+
 /// Loads and validates `<dir>/task.toml`.
 pub fn load_task(dir: &Path) -> Result<Task> {
     let toml_path = dir.join("task.toml");
@@ -25,6 +29,14 @@ pub fn load_task(dir: &Path) -> Result<Task> {
         bail!(
             "{}: not a regular file (a task.toml that is a link is not read)",
             toml_path.display()
+        );
+    }
+    if meta.len() > MAX_TASK_TOML_BYTES {
+        bail!(
+            "{}: {} bytes, more than the {} MiB a task.toml may hold",
+            toml_path.display(),
+            meta.len(),
+            MAX_TASK_TOML_BYTES >> 20
         );
     }
     let text = std::fs::read_to_string(&toml_path)
@@ -105,6 +117,18 @@ pub fn require_task_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_toml_is_refused_above_its_size_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join("task.toml")).unwrap();
+        f.set_len(1 << 40).unwrap();
+        let e = load_task(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("1099511627776 bytes, more than the 16 MiB"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn paths_stay_in_the_task_folder() {

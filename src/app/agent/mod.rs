@@ -27,6 +27,8 @@
 //! only root can read, with no configuration, hook or file-system monitor of the agent's:
 //! nothing the agent wrote into `/testbed/.git` runs as root.
 
+mod image;
+mod paths;
 mod run;
 mod secrets;
 mod view;
@@ -43,6 +45,7 @@ use serde::Deserialize;
 
 use crate::core::task::Task;
 use crate::sandbox::docker::Engine;
+use crate::store::confined::Confined;
 
 /// One agent, as `agents.toml` names it.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,11 +54,13 @@ pub struct Agent {
     /// A shell command line, run by `/bin/sh -c` in `/testbed` as the sandbox user.
     pub command: String,
     /// A script on the host copied into the container as `/opt/agent/run` (root-owned,
-    /// executable) before the command runs; relative to agents.toml.
+    /// executable) before the command runs: named relative to agents.toml, held as its real
+    /// path, which is inside the folder of agents.toml (`paths`).
     pub script: Option<PathBuf>,
     /// Commands run as root before the agent (e.g. installing it), with the agent's network.
     pub setup: Vec<String>,
-    /// Names of environment variables passed from the host at run time.
+    /// Names of environment variables the agent asks for: passed from the host at run time
+    /// when the user names them with `--pass-env` (`secrets`), an error otherwise.
     pub env: Vec<String>,
     pub network: bool,
     pub time_limit: Duration,
@@ -92,7 +97,6 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
         .with_context(|| format!("{}: cannot read", path.display()))?;
     let raw: RawAgents =
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
     let mut out = BTreeMap::new();
     for (name, a) in raw.agent {
         let at = |field: &str| format!("{}: agent.{name}.{field}", path.display());
@@ -123,12 +127,16 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
                     .map_err(|e| anyhow::anyhow!("{}: {e}", at("memory")))?,
             ),
         };
+        let script = match &a.script {
+            Some(s) => Some(paths::inside(path, &name, "script", s)?),
+            None => None,
+        };
         out.insert(
             name.clone(),
             Agent {
                 name,
                 command: a.command,
-                script: a.script.map(|s| dir.join(s)),
+                script,
                 setup: a.setup,
                 env: a.env,
                 network: a.network,
@@ -239,9 +247,13 @@ pub async fn run_batch(
     events: &crate::sandbox::events::Events,
 ) -> Result<AgentBatch> {
     secrets(agent)?;
+    crate::sandbox::host_check::require(engine).await?;
     crate::sandbox::docker::image::ensure_base_images(engine, tasks, events).await?;
     let say = |m: String| crate::sandbox::events::emit(events, crate::core::events::Event::Info(m));
     let cache = results_dir.join(".cache");
+    // What goes into the results folder (build logs, the agent's logs, its saved patches)
+    // goes through no link there.
+    let results = Confined::beneath(results_dir);
     let mut runs: Vec<AgentRun> = Vec::new();
     let mut failures = Vec::new();
     for task in tasks {
@@ -252,15 +264,15 @@ pub async fn run_batch(
                 continue;
             }
         };
+        let build_log = results_dir
+            .join(crate::store::run_folder::names::IMAGES_DIR)
+            .join(format!("{}.build.log", task.id));
+        if let Err(e) = results.check(&build_log) {
+            failures.push(format!("{}: {e:#}", task.id));
+            continue;
+        }
         let image = match crate::sandbox::docker::image::ensure_task_image(
-            engine,
-            task,
-            &material,
-            &results_dir
-                .join("images")
-                .join(format!("{}.build.log", task.id)),
-            false,
-            None,
+            engine, task, &material, &build_log, false, None,
         )
         .await
         {
@@ -276,6 +288,14 @@ pub async fn run_batch(
                 .join(crate::store::run_folder::model_slug(&agent.name))
                 .join(&task.id)
                 .join(format!("{sample}.log"));
+            if let Err(e) = log
+                .parent()
+                .map_or(Ok(()), |dir| results.create_dir_all(dir))
+                .and_then(|()| results.check(&log))
+            {
+                failures.push(format!("{}/{sample}: {e:#}", task.id));
+                continue;
+            }
             say(format!(
                 "agent {} on {}/{sample}: running",
                 agent.name, task.id
@@ -304,11 +324,13 @@ pub async fn run_batch(
             }
         }
     }
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("{}: cannot create", dir.display()))?;
+    let jsonl = predictions_jsonl(&agent.name, &runs);
+    if out.starts_with(results_dir) {
+        results.write_atomic(out, jsonl.as_bytes())?;
+    } else {
+        // A file the user named elsewhere (`--out`).
+        crate::store::run_folder::write_atomic(out, jsonl.as_bytes())?;
     }
-    crate::store::run_folder::write_atomic(out, predictions_jsonl(&agent.name, &runs).as_bytes())?;
     Ok(AgentBatch {
         predictions: out.to_path_buf(),
         runs,
@@ -369,6 +391,8 @@ pub fn named(agents_file: &Path, name: &str) -> Result<Agent> {
 /// `harness agent run`: the agent on every selected task, its patches saved as predictions.
 pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosity) -> Result<i32> {
     let agent = named(&o.agents, &o.agent)?;
+    // Before anything else: a variable the user did not pass stops it here.
+    secrets(&agent)?;
     if o.samples == 0 {
         bail!("--samples: must be at least 1");
     }
@@ -426,13 +450,17 @@ mod tests {
     fn agents_toml_is_checked_field_by_field() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("agents.toml");
+        std::fs::write(dir.path().join("a.sh"), "#!/bin/sh\n").unwrap();
         std::fs::write(
             &p,
             "[agent.a]\ncommand = \"run\"\nscript = \"a.sh\"\nenv = [\"KEY_1\"]\nnetwork = true\ntime_limit = 60\nmemory = \"2g\"\n",
         )
         .unwrap();
         let a = &load(&p).unwrap()["a"];
-        assert_eq!(a.script.as_deref(), Some(dir.path().join("a.sh").as_path()));
+        assert_eq!(
+            a.script.as_deref(),
+            Some(dir.path().canonicalize().unwrap().join("a.sh").as_path())
+        );
         assert_eq!(a.env, ["KEY_1"]);
         assert!(a.network);
         assert_eq!(a.time_limit, Duration::from_secs(60));
@@ -442,5 +470,11 @@ mod tests {
         assert!(e.contains("agent.b.env") && e.contains("A-B"), "{e}");
         std::fs::write(&p, "[agent.c]\ncommand = \"run\"\ncomand = 1\n").unwrap();
         assert!(load(&p).unwrap_err().to_string().contains("comand"));
+        // A file beside the folder of agents.toml: refused, named by agent and key.
+        let sub = dir.path().join("cfg/agents.toml");
+        std::fs::create_dir_all(dir.path().join("cfg")).unwrap();
+        std::fs::write(&sub, "[agent.d]\ncommand = \"run\"\nscript = \"../a.sh\"\n").unwrap();
+        let e = load(&sub).unwrap_err().to_string();
+        assert!(e.contains("agent.d.script") && e.contains("outside"), "{e}");
     }
 }

@@ -1,21 +1,22 @@
-//! One agent run on one task: a fresh container of the task's image, the agent as the
-//! sandbox user, its diff taken by root.
+//! One agent run on one task: a fresh container of the agent's image (see `image`), the
+//! agent as the sandbox user in a sandbox of its own, its diff taken by the warden.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use serde::Deserialize;
 
 use super::secrets::{redact, secret_in, secrets};
-use super::{Agent, AgentRun, prompt};
+use super::{Agent, AgentRun};
 use crate::core::task::Task;
 use crate::sandbox::docker::container::{ExecOutcome, Sandbox};
 use crate::sandbox::docker::spec::SandboxSpec;
 use crate::sandbox::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
 
-/// Runs `agent` once on `task` in a fresh container of `image`; the log goes (redacted) to
-/// `log_path`. The container is removed on every path.
+/// Runs `agent` once on `task` in a fresh container of its image (made from `image`, the
+/// task's, when missing); the log goes (redacted) to `log_path`. The container is removed
+/// on every path.
 pub async fn run_once(
     engine: &Engine,
     agent: &Agent,
@@ -25,6 +26,14 @@ pub async fn run_once(
     log_path: &Path,
 ) -> Result<AgentRun> {
     let secrets = secrets(agent)?;
+    let agent_image = super::image::ensure(
+        engine,
+        agent,
+        task,
+        image,
+        &log_path.with_extension("image.log"),
+    )
+    .await?;
     let mut resources = task.resources.clone();
     resources.network = agent.network;
     if let Some(c) = agent.cpus {
@@ -38,7 +47,7 @@ pub async fn run_once(
     labels.insert(LABEL_INSTANCE.to_string(), task.id.clone());
     labels.insert(LABEL_VARIANT.to_string(), format!("agent-s{sample}"));
     let spec = SandboxSpec {
-        image: image.to_string(),
+        image: agent_image,
         name_hint: format!("agent-{}-{}", agent.name, task.id),
         labels,
         resources,
@@ -54,82 +63,6 @@ pub async fn run_once(
     Ok(run)
 }
 
-/// Before the agent: its task file and script in the container, its setup commands (as
-/// root), root's own copy of base's repository, which the diff is made with, and the hidden
-/// parts of the task's image out of the container (see `view`).
-async fn set_up(
-    sandbox: &Sandbox,
-    agent: &Agent,
-    task: &Task,
-    secrets: &[(String, String)],
-    log_path: &Path,
-    log: &mut String,
-) -> Result<()> {
-    let prompt = prompt(task);
-    let mut files: Vec<(&str, Vec<u8>, u32)> = vec![
-        ("opt/agent/task.md", prompt.into_bytes(), 0o644),
-        (
-            "opt/agent-harness/runner.py",
-            RUNNER.as_bytes().to_vec(),
-            0o600,
-        ),
-    ];
-    if let Some(script) = &agent.script {
-        let bytes = std::fs::read(script).with_context(|| {
-            format!(
-                "agent {}: script {}: cannot read",
-                agent.name,
-                script.display()
-            )
-        })?;
-        files.push(("opt/agent/run", bytes, 0o755));
-    }
-    let refs: Vec<(&str, &[u8], u32)> = files
-        .iter()
-        .map(|(p, b, m)| (*p, b.as_slice(), *m))
-        .collect();
-    sandbox.upload("/", &refs).await?;
-    for cmd in &agent.setup {
-        let out = sandbox
-            .sh(&format!("cd /testbed && {cmd}"), agent.time_limit, 1 << 20)
-            .await?;
-        log.push_str(&format!("$ {cmd}  (setup, as root)\n{}\n", out.output));
-        if !out.success() {
-            write_log(log_path, &redact(log, secrets))?;
-            bail!(
-                "agent {}: setup command failed ({}): {cmd}",
-                agent.name,
-                if out.timed_out {
-                    "time limit".to_string()
-                } else {
-                    format!("exit {:?}", out.exit_code)
-                }
-            );
-        }
-    }
-    // Base's repository, as root's own copy the agent cannot reach: the diff is made with it.
-    let copied = sandbox
-        .sh(
-            &format!(
-                "chown -R 0:0 {RUNNER_DIR} && chmod 700 {RUNNER_DIR} \
-                 && rm -rf {AGENT_GIT} && mkdir -m 700 {AGENT_GIT} && cp -a /testbed/.git/. {AGENT_GIT}/ \
-                 && chown -R 0:0 {AGENT_GIT} && chmod -R go-rwx {AGENT_GIT}"
-            ),
-            Duration::from_secs(300),
-            64 * 1024,
-        )
-        .await?;
-    if !copied.success() {
-        bail!(
-            "agent {}: cannot keep a copy of base's repository: {}",
-            agent.name,
-            copied.output
-        );
-    }
-    // What the agent must not see: the evaluation's hidden files and later commits.
-    super::view::hide(sandbox, task, AGENT_GIT).await
-}
-
 async fn drive(
     sandbox: &Sandbox,
     agent: &Agent,
@@ -140,18 +73,22 @@ async fn drive(
 ) -> Result<AgentRun> {
     let started = std::time::Instant::now();
     let mut log = String::new();
-    set_up(sandbox, agent, task, secrets, log_path, &mut log).await?;
-    let (out, watch) = run_agent(sandbox, agent, task, sample, secrets).await?;
+    super::view::check_hidden(sandbox, task).await?;
+    let (out, ran) = run_agent(sandbox, agent, task, sample, secrets).await?;
     // Why the harness stopped the agent, if it did: what it had changed by then is not its
-    // patch (the container is gone at the time limit; past the disk limit the tree is
-    // whatever the agent had filled it with).
-    let stopped = if out.timed_out {
-        Some(format!(
+    // patch (the container is gone at the time limit; at the disk limit its writes stopped
+    // where the limit is).
+    let stopped = match &ran {
+        None => Some(format!(
             "stopped at the time limit of {:.0} s",
             agent.time_limit.as_secs_f64()
-        ))
-    } else {
-        watch.as_ref().and_then(Watch::stopped)
+        )),
+        Some(r) if r.disk_exceeded => Some(format!(
+            "stopped: it reached the task's disk limit of {} (the tree, its home and /tmp \
+             together; no write went past it)",
+            crate::sandbox::eval::guarded::mib(r.disk_limit)
+        )),
+        _ => None,
     };
     log.push_str(&format!(
         "$ {}  (as {}, {:.1} s, {})\n{}\n",
@@ -160,11 +97,11 @@ async fn drive(
         out.elapsed.as_secs_f64(),
         stopped
             .clone()
-            .unwrap_or_else(|| format!("exit {:?}", out.exit_code)),
+            .unwrap_or_else(|| format!("exit {:?}", ran.as_ref().map(|r| r.exit_code))),
         out.output
     ));
-    let patch = match (&stopped, watch) {
-        (None, Some(_)) => match take_patch(sandbox, agent, secrets).await {
+    let patch = match (&stopped, &ran) {
+        (None, Some(r)) => match checked_patch(r, agent) {
             Ok(p) => p,
             Err(e) => {
                 write_log(log_path, &redact(&log, secrets))?;
@@ -186,7 +123,7 @@ async fn drive(
         instance_id: task.id.clone(),
         sample,
         patch,
-        exit_code: out.exit_code,
+        exit_code: ran.as_ref().map(|r| r.exit_code),
         timed_out: out.timed_out,
         stopped,
         seconds: started.elapsed().as_secs_f64(),
@@ -194,88 +131,90 @@ async fn drive(
     })
 }
 
-/// The harness's runner of the agent's command in the container (see runner.py), and where
-/// it leaves its result: a folder only root can read.
-const RUNNER: &str = include_str!("runner.py");
-const RUNNER_DIR: &str = "/opt/agent-harness";
-
-/// What the runner saw of the agent's disk use.
-struct Watch {
+/// What the harness's runner reported (container/programs/agent_runner.py).
+#[derive(Debug, Deserialize)]
+struct Ran {
+    harness_error: Option<String>,
+    exit_code: i64,
     disk_limit: i64,
-    disk_used: i64,
     disk_exceeded: bool,
+    diff_exit: Option<i64>,
+    patch: String,
+    patch_over_limit: bool,
 }
 
-impl Watch {
-    fn stopped(&self) -> Option<String> {
-        self.disk_exceeded.then(|| {
-            format!(
-                "stopped: wrote more than the task's disk limit of {} ({} in the tree and home)",
-                crate::sandbox::eval::guarded::mib(self.disk_limit),
-                crate::sandbox::eval::guarded::mib(self.disk_used)
-            )
-        })
+/// The patch the warden's diff gave, or why there is none.
+fn checked_patch(r: &Ran, agent: &Agent) -> Result<String> {
+    if r.patch_over_limit || r.patch.len() > crate::core::patch::MAX_PATCH_BYTES {
+        bail!(
+            "agent {}: its patch is over {} bytes",
+            agent.name,
+            crate::core::patch::MAX_PATCH_BYTES
+        );
     }
+    if r.diff_exit != Some(0) {
+        bail!(
+            "agent {}: cannot diff the tree after it (exit {:?})",
+            agent.name,
+            r.diff_exit
+        );
+    }
+    Ok(r.patch.clone())
 }
 
-/// The agent's command, as the sandbox user, under the runner (root, the pinned interpreter):
-/// the task's disk limit held as in evaluation, what it left killed when it ends. The
-/// runner's result is `None` when the container was killed at the time limit.
+/// The agent's command under the harness's runner (the warden; root's supervisor starts
+/// the command as the sandbox user): `None` for the runner's report when the container was
+/// killed at the time limit.
 async fn run_agent(
     sandbox: &Sandbox,
     agent: &Agent,
     task: &Task,
     sample: usize,
     secrets: &[(String, String)],
-) -> Result<(ExecOutcome, Option<Watch>)> {
-    let python = pinned_python(sandbox).await?;
+) -> Result<(ExecOutcome, Option<Ran>)> {
+    let nonce = crate::sandbox::eval::guarded::nonce();
     let mut env: Vec<String> = vec![
-        format!("HOME={}", crate::sandbox::protect::RUN_HOME),
+        format!("HARNESS_NONCE={nonce}"),
         "HARNESS_TASK_FILE=/opt/agent/task.md".into(),
         format!("HARNESS_INSTANCE_ID={}", task.id),
         format!("HARNESS_SAMPLE={sample}"),
     ];
     env.extend(secrets.iter().map(|(k, v)| format!("{k}={v}")));
-    let result = format!("{RUNNER_DIR}/result.json");
-    let argv = vec![
-        python,
-        "-I".into(),
-        "-S".into(),
-        format!("{RUNNER_DIR}/runner.py"),
-        result.clone(),
+    let args = [
+        "warden".to_string(),
+        "/opt/harness/agent_runner.py".into(),
         task.resources.disk_bytes.to_string(),
         agent.command.clone(),
     ];
     let out = sandbox
-        .exec_as(
-            &argv,
-            crate::sandbox::protect::ROOT,
-            &env,
-            agent.time_limit,
-            4 << 20,
-        )
+        .supervisor_unredacted(&args, &env, agent.time_limit, 8 << 20)
         .await?;
     if out.timed_out {
-        return Ok((out, None));
+        return Ok((redacted(sandbox, out, secrets), None));
     }
-    let read = sandbox
-        .sh_clean(&format!("cat {result}"), Duration::from_secs(30), 64 * 1024)
-        .await?;
-    let v: serde_json::Value = serde_json::from_str(read.output.trim()).map_err(|_| {
-        anyhow::anyhow!(
-            "agent {}: the harness's runner left no result (the agent's output ends: {})",
-            agent.name,
-            redact(tail(&out.output, 2000), secrets)
-        )
-    })?;
-    let watch = Watch {
-        disk_limit: v["disk_limit"]
-            .as_i64()
-            .unwrap_or(task.resources.disk_bytes),
-        disk_used: v["disk_used"].as_i64().unwrap_or(0),
-        disk_exceeded: v["disk_exceeded"].as_bool().unwrap_or(false),
+    let (line, shown) = crate::sandbox::eval::guarded::split_result(&out.output, &nonce);
+    let ran: Ran = line
+        .and_then(|l| serde_json::from_str(l).ok())
+        .with_context(|| {
+            format!(
+                "agent {}: the harness's runner gave no result (the output ends: {})",
+                agent.name,
+                redact(tail(&shown, 2000), secrets)
+            )
+        })?;
+    if let Some(e) = &ran.harness_error {
+        bail!("agent {}: the harness's runner failed: {e}", agent.name);
+    }
+    let out = ExecOutcome {
+        output: shown,
+        ..out
     };
-    Ok((out, Some(watch)))
+    Ok((redacted(sandbox, out, secrets), Some(ran)))
+}
+
+fn redacted(sandbox: &Sandbox, mut out: ExecOutcome, secrets: &[(String, String)]) -> ExecOutcome {
+    out.output = redact(&sandbox.redact(&out.output), secrets);
+    out
 }
 
 /// The last `n` bytes of `text` or fewer (at a character boundary).
@@ -285,56 +224,6 @@ fn tail(text: &str, n: usize) -> &str {
         from += 1;
     }
     &text[from..]
-}
-
-/// The interpreter the image's build pinned for the harness's own programs (root's, outside
-/// the tree and home), read before anything of the agent has run.
-async fn pinned_python(sandbox: &Sandbox) -> Result<String> {
-    let read = sandbox
-        .sh_clean(
-            "cat /opt/harness-build/interpreter.json",
-            Duration::from_secs(30),
-            64 * 1024,
-        )
-        .await?;
-    let v: serde_json::Value = serde_json::from_str(read.output.trim()).unwrap_or_default();
-    match v["executable"].as_str() {
-        Some(p) if p.starts_with('/') => Ok(p.to_string()),
-        _ => bail!(
-            "the task's image has no pinned interpreter in /opt/harness-build/interpreter.json: {}",
-            tail(&read.output, 500)
-        ),
-    }
-}
-
-/// The diff of the tree after the agent (see [`diff_script`]).
-async fn take_patch(
-    sandbox: &Sandbox,
-    agent: &Agent,
-    secrets: &[(String, String)],
-) -> Result<String> {
-    let diff = sandbox
-        .sh_clean(
-            &diff_script(),
-            Duration::from_secs(120),
-            crate::core::patch::MAX_PATCH_BYTES + 1,
-        )
-        .await?;
-    if diff.output.len() > crate::core::patch::MAX_PATCH_BYTES {
-        bail!(
-            "agent {}: its patch is over {} bytes",
-            agent.name,
-            crate::core::patch::MAX_PATCH_BYTES
-        );
-    }
-    if !diff.success() {
-        bail!(
-            "agent {}: cannot diff the tree after it: {}",
-            agent.name,
-            redact(&diff.output, secrets)
-        );
-    }
-    Ok(diff.output)
 }
 
 /// An error naming the files a patch changes as binary ("Binary files ... differ": the diff
@@ -355,29 +244,6 @@ fn refuse_binary(patch: &str, agent: &super::Agent, task: &Task) -> Result<()> {
         agent.name,
         task.id,
         binary.join(", ")
-    )
-}
-
-/// Root's copy of base's git repository in an agent's container.
-const AGENT_GIT: &str = "/opt/agent-base.git";
-
-/// The diff of the tree after the agent, made by root with programs the agent cannot have
-/// written (a fixed PATH of root's folders, the interpreter pinned at image build, not
-/// `python3` or `git` from the image's PATH, which may lead into the tree): every process of
-/// the agent's user killed first (nothing changes the tree while it is read), then git with root's copy of
-/// base's repository, no configuration but its own and none of the agent's hooks,
-/// file-system monitor, external diff or text conversion. Without `--binary`: a binary file
-/// is named ("Binary files ... differ"), its content left out, and the patch refused.
-fn diff_script() -> String {
-    format!(
-        "cd / && PY=$(sed -n 's/.*\"executable\": *\"\\([^\"]*\\)\".*/\\1/p' /opt/harness-build/interpreter.json) && \
-         \"$PY\" -I -S -c 'import sys; sys.path.insert(0, \"/opt/harness-build\"); import guard; guard.kill_user({uid}, {gid})' && \
-         export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/nonexistent && \
-         G=\"git --git-dir={AGENT_GIT} --work-tree=/testbed -c core.fsmonitor=false -c core.hooksPath=/dev/null \
-         -c core.untrackedCache=false -c safe.directory=*\" && cd /testbed && \
-         $G add -A >/dev/null 2>&1 && $G diff --cached --no-color --no-ext-diff --no-textconv harness-base 2>/dev/null",
-        uid = crate::sandbox::protect::RUN_UID,
-        gid = crate::sandbox::protect::RUN_GID,
     )
 }
 

@@ -3,14 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::{BatchPlan, BatchReport, EntryPlan, EntryResult, EntryState};
 use crate::app::ci::{FailUnder, GateResult};
 use crate::app::opt_at_k;
 use crate::app::plan::{RawRunOptions, RunPlan};
 use crate::core::events::Verbosity;
-use crate::store::run_folder::{names, write_atomic, write_json};
+use crate::store::confined::Confined;
+use crate::store::run_folder::names;
 
 /// What `harness run` is asked.
 pub struct BatchOptions {
@@ -30,8 +31,9 @@ pub async fn command(o: BatchOptions) -> Result<i32> {
     let gates = crate::app::ci::parse_gates(&o.fail_under)?;
     let batch_dir = o.results_dir.join(&batch.name);
     let prepared = prepare(&batch, &o, &gates, &batch_dir)?;
-    std::fs::create_dir_all(&batch_dir)
-        .with_context(|| format!("{}: cannot create", batch_dir.display()))?;
+    // The batch folder and everything in it are real folders and files, never links.
+    Confined::beneath(&o.results_dir).create_dir_all(&batch_dir)?;
+    let store = Confined::folder(&batch_dir);
     // From here a Ctrl-C or SIGTERM no longer ends the process: the entry running stops
     // (keeping what it finished) and no further entry starts.
     opt_at_k::watch_signals();
@@ -57,12 +59,12 @@ pub async fn command(o: BatchOptions) -> Result<i32> {
         notes: ranking.notes,
         entries: ranking.entries,
     };
-    write_json(&batch_dir.join("batch.json"), &report)?;
-    write_atomic(
+    store.write_json(&batch_dir.join("batch.json"), &report)?;
+    store.write_atomic(
         &batch_dir.join("summary.md"),
         super::summary_markdown(&report).as_bytes(),
     )?;
-    write_atomic(
+    store.write_atomic(
         &batch_dir.join(names::REPORT_HTML),
         super::html::page(&report, &batch_dir).as_bytes(),
     )?;

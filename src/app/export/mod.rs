@@ -13,10 +13,11 @@ mod text;
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::core::summary::Summary;
-use crate::store::run_folder::{RunDir, write_atomic};
+use crate::store::confined::Confined;
+use crate::store::run_folder::RunDir;
 
 pub use json::json_summary;
 pub use junit::junit_xml;
@@ -65,59 +66,45 @@ pub fn report_paths(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Writes every report of the run folder (atomically, each), and removes rollout reports
+/// Writes every report of the run folder (atomically, each, never through a link), and removes rollout reports
 /// and GSO-layout files an earlier write left that this one does not hold (K, the rollout
 /// names or a sample's outcome changed).
 pub fn write_all(run: &RunDir, summary: &Summary) -> Result<Vec<PathBuf>> {
+    let store = run.store();
     let mut written = Vec::new();
     for e in exporters(run) {
         for f in e.files(summary)? {
             let path = run.root.join(&f.name);
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("{}: cannot create", dir.display()))?;
-            }
-            write_atomic(&path, &f.bytes)
-                .with_context(|| format!("{}: cannot write", path.display()))?;
+            // Its error names the path, or the link on its way.
+            store.write_atomic(&path, &f.bytes)?;
             written.push(path);
         }
     }
     let gso = run.root.join(crate::store::run_folder::names::GSO_DIR);
     remove_stale(
+        &store,
         &run.root.join(crate::store::run_folder::names::ROLLOUTS_DIR),
         &written,
     );
-    remove_stale(&gso.join("predictions"), &written);
+    remove_stale(&store, &gso.join("predictions"), &written);
     let logs = gso.join("logs/run_evaluation").join(&summary.info.run_id);
-    remove_stale(&logs, &written);
-    if let Ok(rollouts) = std::fs::read_dir(&logs) {
-        for dir in rollouts.filter_map(|e| e.ok()).map(|e| e.path()) {
-            for instance in std::fs::read_dir(&dir)
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e.ok())
-            {
-                remove_stale(&instance.path(), &written);
-            }
-            remove_stale(&dir, &written);
+    remove_stale(&store, &logs, &written);
+    for dir in store.entries(&logs).unwrap_or_default() {
+        for instance in store.entries(&dir).unwrap_or_default() {
+            remove_stale(&store, &instance, &written);
         }
+        remove_stale(&store, &dir, &written);
     }
     Ok(written)
 }
 
-/// Removes what `dir` holds that no written path is in or under.
-fn remove_stale(dir: &std::path::Path, written: &[PathBuf]) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for sub in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+/// Removes what `dir` holds that no written path is in or under (never through a link:
+/// a link is removed itself, a folder reached through one is left alone).
+fn remove_stale(store: &Confined, dir: &std::path::Path, written: &[PathBuf]) {
+    for sub in store.entries(dir).unwrap_or_default() {
         if written.iter().any(|w| w.starts_with(&sub)) {
             continue;
         }
-        let _ = if sub.is_dir() {
-            std::fs::remove_dir_all(&sub)
-        } else {
-            std::fs::remove_file(&sub)
-        };
+        let _ = store.remove(&sub);
     }
 }

@@ -55,6 +55,7 @@ impl Machine {
         }
         let engine = Engine::connect().await?;
         engine.report_retries_to(events.clone());
+        crate::sandbox::host_check::require(&engine).await?;
         let orphans = engine.remove_orphans().await?;
         if orphans > 0 {
             emit(
@@ -133,6 +134,7 @@ pub(super) async fn execute(
 ) -> (Option<&'static str>, usize) {
     let ctx = EvalContext {
         engine: machine.engine.clone(),
+        store: run_dir.store(),
         run_id: plan.run_id.clone(),
         model: plan.model.clone(),
         rule: plan.rule,
@@ -219,10 +221,7 @@ pub(super) async fn build_image(
             format!("the task's source cannot be read: {e}"),
         )
     })?;
-    let log_path = run_dir
-        .root
-        .join("images")
-        .join(format!("{}.build.log", task.id));
+    let log_path = super::work::build_log(run_dir, &task.id);
     emit(
         &ctx.events,
         Event::Phase {
@@ -333,10 +332,7 @@ pub(super) async fn run_task(
             material,
             image,
             samples: w.samples.clone(),
-            reference_dir: run_dir
-                .model_dir(&ctx.model)
-                .join(&task.id)
-                .join("reference"),
+            reference_dir: super::work::reference_dir(run_dir, &ctx.model, &task.id),
             cpuset: Some(slot.cpuset.clone()),
             gpu_ids: gpus.as_ref().map(|g| g.device_ids()).unwrap_or_default(),
         },

@@ -22,7 +22,7 @@ use crate::core::events::Event;
 use crate::core::summary::Summary;
 use crate::sandbox::events::{Events, emit};
 use crate::store::dataset::Dataset;
-use crate::store::run_folder::{RunDir, write_json};
+use crate::store::run_folder::RunDir;
 
 /// What a finished (or interrupted) run left.
 pub struct RunOutcome {
@@ -192,7 +192,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
         partition,
         &dataset_ids,
     )?;
-    write_json(&run_dir.run_json(), &info)?;
+    run_dir.store().write_json(&run_dir.run_json(), &info)?;
     // The reports of an earlier invocation go now: until this one finishes, the folder's
     // reports say what is done so far, partial (refreshed after every task), so a run
     // killed outright never leaves complete-looking reports beside its run.json.
@@ -211,7 +211,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     }
     info.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     info.interrupted = interrupted.map(str::to_string);
-    write_json(&run_dir.run_json(), &info)?;
+    run_dir.store().write_json(&run_dir.run_json(), &info)?;
     let summary = crate::store::run_folder::summarise(&run_dir)?;
     let report_files = export::write_all(&run_dir, &summary)?;
     let evaluated = planned.work.iter().map(|w| w.samples.len()).sum();

@@ -3,6 +3,7 @@
 //! The main job: a validated plan in, a finished run folder and its summary out.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
@@ -17,7 +18,7 @@ use crate::sandbox::events::{Events, emit};
 use crate::sandbox::source::{Material, materialize};
 use crate::store::dataset::Dataset;
 use crate::store::predictions::{LoadOptions, Prediction};
-use crate::store::run_folder::RunDir;
+use crate::store::run_folder::{RunDir, names};
 
 /// What a finished (or interrupted) run left.
 use super::*;
@@ -183,9 +184,60 @@ pub(super) fn open_run_dir(plan: &RunPlan) -> Result<RunDir> {
             );
         }
     }
-    std::fs::create_dir_all(&run_dir.root)
-        .with_context(|| format!("{}: cannot create", run_dir.root.display()))?;
+    // The run folder is made (or found) as a folder of the results folder, never a link.
+    crate::store::confined::Confined::beneath(&plan.results_root).create_dir_all(&run_dir.root)?;
     Ok(run_dir)
+}
+
+/// A task's image build log in the run folder.
+pub(super) fn build_log(run_dir: &RunDir, instance_id: &str) -> PathBuf {
+    run_dir
+        .root
+        .join(names::IMAGES_DIR)
+        .join(format!("{instance_id}.build.log"))
+}
+
+/// The folder of base's and human's logs for a task.
+pub(super) fn reference_dir(run_dir: &RunDir, model: &str, instance_id: &str) -> PathBuf {
+    run_dir
+        .model_dir(model)
+        .join(instance_id)
+        .join(names::REFERENCE_DIR)
+}
+
+/// Refuses, before any container, a task whose places in the run folder hold a link: the
+/// evaluation and the image build write there (each sample's folder, base's and human's
+/// logs, the build log) by path, and a link on the way would take the write elsewhere.
+fn refuse_links(
+    run_dir: &RunDir,
+    model: &str,
+    instance_id: &str,
+    samples: &[SampleInput],
+) -> Result<()> {
+    let store = run_dir.store();
+    let reference = reference_dir(run_dir, model, instance_id);
+    let files = [
+        names::STATUS_TXT,
+        names::APPLY_LOG,
+        names::BUILD_LOG,
+        names::TEST_OUTPUT,
+    ];
+    for variant in ["base", "human"] {
+        for f in files {
+            store.check(&reference.join(variant).join(f))?;
+        }
+    }
+    for s in samples {
+        for f in files.iter().skip(1).chain(&[
+            names::PATCH_DIFF,
+            names::BENCH_JSON,
+            names::TELEMETRY_JSONL,
+            names::REPORT_JSON,
+        ]) {
+            store.check(&s.dir.join(f))?;
+        }
+    }
+    store.check(&build_log(run_dir, instance_id))
 }
 
 /// What there is to do.
@@ -272,14 +324,16 @@ pub(super) async fn plan_work<'a>(
                 });
                 continue;
             }
+            let dir = run_dir.sample_dir(&plan.model, &task.id, index);
             samples.push(SampleInput {
                 index,
                 prediction: pred.clone(),
-                dir: run_dir.sample_dir(&plan.model, &task.id, index),
+                dir,
                 result_key: key,
             });
         }
         if !samples.is_empty() {
+            refuse_links(run_dir, &plan.model, &task.id, &samples)?;
             planned.work.push(TaskWork {
                 task,
                 material,

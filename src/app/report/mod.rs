@@ -103,7 +103,7 @@ pub fn command(o: ReportOptions) -> Result<i32> {
         let hacked = crate::store::inputs::load_hacked_ids(path)?;
         let mut info = run.load_run_info()?;
         info.hacked = Some(hacked);
-        crate::store::run_folder::write_json(&run.run_json(), &info)?;
+        run.store().write_json(&run.run_json(), &info)?;
     }
     let summary = crate::store::run_folder::summarise(&run)
         .with_context(|| format!("{}: cannot summarise", o.run_dir.display()))?;

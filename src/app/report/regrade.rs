@@ -6,17 +6,21 @@ use anyhow::{Context, Result};
 use crate::core::records::SampleReport;
 use crate::core::rule::DecisionRule;
 use crate::core::timings::BenchLog;
-use crate::store::run_folder::{RunDir, names, write_json};
+use crate::store::run_folder::{RunDir, names};
 
 pub use crate::core::records::Regrading;
 
 /// Judges every saved sample of `run` again under `rule`, rewrites its report.json and
-/// run.json. Samples that were not measured keep their status (their verdict is "no").
+/// run.json (never through a link: one anywhere in the run folder refuses the regrading
+/// before anything is written). Samples that were not measured keep their status (their
+/// verdict is "no").
 pub fn regrade(run: &RunDir, rule: DecisionRule) -> Result<Regrading> {
+    let store = run.store();
     let mut info = run.load_run_info()?;
     let model_dir = run.model_dir(&info.model);
     let mut samples = 0;
     let mut changed = 0;
+    let mut rewrites = Vec::new();
     for id in &info.instance_ids {
         let dir = model_dir.join(id);
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -60,8 +64,17 @@ pub fn regrade(run: &RunDir, rule: DecisionRule) -> Result<Regrading> {
             if before != (report.opt_base, report.opt_commit, report.inconclusive) {
                 changed += 1;
             }
-            write_json(&path, &report)?;
+            rewrites.push((path, report));
         }
+    }
+    // Every place is checked before anything is written: a link anywhere leaves the run
+    // folder as it was, not half regraded.
+    for (path, _) in &rewrites {
+        store.check(path)?;
+    }
+    store.check(&run.run_json())?;
+    for (path, report) in &rewrites {
+        store.write_json(path, report)?;
     }
     let regrading = Regrading {
         at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -72,7 +85,7 @@ pub fn regrade(run: &RunDir, rule: DecisionRule) -> Result<Regrading> {
     };
     info.decision_rule = rule;
     info.regradings.push(regrading.clone());
-    write_json(&run.run_json(), &info)?;
+    store.write_json(&run.run_json(), &info)?;
     Ok(regrading)
 }
 
@@ -85,6 +98,7 @@ mod tests {
     use crate::core::status::Status;
     use crate::core::task::Better;
     use crate::core::timings::{BenchSetting, RunRecord, Schedule};
+    use crate::store::run_folder::write_json;
 
     fn rule(criterion: Criterion) -> DecisionRule {
         DecisionRule {

@@ -109,6 +109,9 @@ fn parse_git_unified_and_renames() {
     ok(spaces, &["sp ace.py"]);
     let octal = "diff --git \"a/caf\\303\\251.py\" \"b/caf\\303\\251.py\"\n--- \"a/caf\\303\\251.py\"\n+++ \"b/caf\\303\\251.py\"\n@@ -1 +1 @@\n-a\n+b\n";
     ok(octal, &["café.py"]);
+    // Bytes that are not UTF-8 in a quoted name: refused, never shown as something else.
+    let latin1 = "diff --git \"a/x\\377/tox.ini\" \"b/x\\377/tox.ini\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/x\\377/tox.ini\"\n@@ -0,0 +1 @@\n+[pytest]\n";
+    rejected(latin1, &["is not UTF-8"]);
 }
 
 #[test]

@@ -3,9 +3,9 @@
 //! task names stay inside its folder: `harness_store::task_folder`).
 
 /// Set once by the command line (`--pass-env NAME`, `HARNESS_PASS_ENV`): the variables a
-/// task's `[env] pass` may take from the harness's environment. A dataset names what it
-/// asks for; only the user decides what leaves this process (a task with network could
-/// send a key anywhere).
+/// task's `[env] pass` and an agent's `env` (agents.toml) may take from the harness's
+/// environment. A dataset or an agents file names what it asks for; only the user decides
+/// what leaves this process (a task or agent with network could send a key anywhere).
 static PASS_ALLOWED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 
 pub fn allow_pass_env(names: Vec<String>) {

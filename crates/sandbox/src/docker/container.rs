@@ -67,22 +67,18 @@ fn container_name(hint: &str) -> String {
     format!("harness-{clean}-{}-{n}-{nanos:08x}", std::process::id())
 }
 
-/// The environment of a root exec of a dynamic program (a shell, `cat`, `git`) once code under
-/// test has run: the image's variables that steer the loader or the shell are blanked (an
-/// image's `LD_LIBRARY_PATH` with an empty entry would load a library from the working
-/// folder, the tree), and PATH holds root's folders alone. The harness's Python programs do
-/// not need this: the static supervisor starts them in an environment of its own.
-pub const ROOT_CLEAN_ENV: &[&str] = &[
-    "LD_PRELOAD=",
-    "LD_LIBRARY_PATH=",
-    "LD_AUDIT=",
-    "GCONV_PATH=",
-    "LOCPATH=",
-    "ENV=",
-    "BASH_ENV=",
-    "HOME=/nonexistent",
-    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-];
+/// The supervisor with `args`.
+fn supervisor_argv(args: &[String]) -> Vec<String> {
+    std::iter::once(crate::assets::SUPERVISOR.to_string())
+        .chain(args.iter().cloned())
+        .collect()
+}
+
+/// Whether a `docker exec` user string ("uid:gid", a name) is root.
+fn is_root(user: &str) -> bool {
+    let uid = user.split(':').next().unwrap_or("");
+    uid.is_empty() || uid == "0" || uid == "root"
+}
 
 /// Creates the container named in `opts`. When a try whose answer was lost did create it,
 /// the container of that name is taken, provided this process made it.
@@ -269,9 +265,15 @@ impl Sandbox {
             .collect())
     }
 
-    /// Creates and starts a container. On any failure nothing is left behind.
+    /// Creates a container, puts the harness's own files in (its main process is the
+    /// supervisor: nothing of the image runs as root once it runs) and starts it. On any
+    /// failure nothing is left behind.
     pub async fn start(engine: &Engine, spec: &SandboxSpec) -> Result<Sandbox> {
         let sandbox = Sandbox::create(engine, spec).await?;
+        if let Err(e) = sandbox.upload_harness().await {
+            let _ = sandbox.remove().await;
+            return Err(e);
+        }
         let id = &sandbox.id;
         let started = engine
             .gate
@@ -298,9 +300,53 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// Copies files (path relative to `dir`, bytes, mode) into the container.
+    /// The harness's files (root's) and the warden's own folder, `/opt/harness/var`, which
+    /// only the warden may use (its manifest and state).
+    async fn upload_harness(&self) -> Result<()> {
+        let files: Vec<(&str, &[u8], u32)> = crate::assets::ASSETS
+            .iter()
+            .map(|a| (a.path, a.bytes, a.mode))
+            .collect();
+        self.upload_with_folders(
+            "/",
+            &files,
+            // The supervisor's folders named root's: an image may have made them another
+            // user's (the supervisor seals them again when it starts, see its `idle`).
+            &[
+                ("opt", 0o755, 0),
+                ("opt/harness", 0o755, 0),
+                ("opt/harness/bin", 0o755, 0),
+                (crate::assets::WARDEN_DIR, 0o700, crate::protect::WARDEN_UID),
+            ],
+        )
+        .await
+    }
+
+    /// Copies files (path relative to `dir`, bytes, mode) into the container, root's.
     pub async fn upload(&self, dir: &str, files: &[(&str, &[u8], u32)]) -> Result<()> {
+        self.upload_with_folders(dir, files, &[]).await
+    }
+
+    /// [`Sandbox::upload`] with folders made first: (path, mode, owner's uid and gid).
+    pub async fn upload_with_folders(
+        &self,
+        dir: &str,
+        files: &[(&str, &[u8], u32)],
+        folders: &[(&str, u32, u32)],
+    ) -> Result<()> {
         let mut builder = tar::Builder::new(Vec::new());
+        for (path, mode, owner) in folders {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(0);
+            header.set_mode(*mode);
+            header.set_uid((*owner).into());
+            header.set_gid((*owner).into());
+            header.set_mtime(0);
+            header.set_entry_type(tar::EntryType::Directory);
+            builder
+                .append_data(&mut header, path, std::io::empty())
+                .with_context(|| format!("cannot pack {path}"))?;
+        }
         for (path, data, mode) in files {
             let mut header = tar::Header::new_gnu();
             header.set_size(data.len() as u64);
@@ -333,14 +379,31 @@ impl Sandbox {
             .with_context(|| format!("cannot copy files into container {}", self.name))
     }
 
-    /// Runs `argv` as root in the container's work dir; see [`Sandbox::exec_as`].
-    pub async fn exec(
+    /// Runs the harness's supervisor with `args` as root, the one program root runs in a
+    /// container once it runs (see [`Sandbox::exec_as`]).
+    pub async fn supervisor(
         &self,
-        argv: &[String],
+        args: &[String],
+        env: &[String],
         timeout: Duration,
         output_limit: usize,
     ) -> Result<ExecOutcome> {
-        self.exec_as(argv, crate::protect::ROOT, &[], timeout, output_limit)
+        let argv = supervisor_argv(args);
+        self.exec_as(&argv, crate::protect::ROOT, env, timeout, output_limit)
+            .await
+    }
+
+    /// [`Sandbox::supervisor`] with the output unredacted (see
+    /// [`Sandbox::exec_as_unredacted`]).
+    pub async fn supervisor_unredacted(
+        &self,
+        args: &[String],
+        env: &[String],
+        timeout: Duration,
+        output_limit: usize,
+    ) -> Result<ExecOutcome> {
+        let argv = supervisor_argv(args);
+        self.exec_as_unredacted(&argv, crate::protect::ROOT, env, timeout, output_limit)
             .await
     }
 
@@ -380,6 +443,13 @@ impl Sandbox {
     ) -> Result<ExecOutcome> {
         if self.killed.load(Ordering::SeqCst) {
             bail!("container {} was already killed", self.name);
+        }
+        if is_root(user) && argv.first().map(String::as_str) != Some(crate::assets::SUPERVISOR) {
+            bail!(
+                "root runs nothing but the harness's supervisor in a container once it runs \
+                 (asked for {:?})",
+                argv.first()
+            );
         }
         let started = Instant::now();
         let exec_options = CreateExecOptions {
@@ -453,62 +523,19 @@ impl Sandbox {
         }
     }
 
-    /// A shell command line, run by `/bin/sh -c`.
-    pub async fn sh(
-        &self,
-        command: &str,
-        timeout: Duration,
-        output_limit: usize,
-    ) -> Result<ExecOutcome> {
-        self.exec(
-            &["/bin/sh".to_string(), "-c".to_string(), command.to_string()],
-            timeout,
-            output_limit,
-        )
-        .await
-    }
-
-    /// A shell command line run by root after code under test has run in the container:
-    /// `/bin/sh -c` with an environment of root's own (see [`ROOT_CLEAN_ENV`]).
-    pub async fn sh_clean(
-        &self,
-        command: &str,
-        timeout: Duration,
-        output_limit: usize,
-    ) -> Result<ExecOutcome> {
-        let env: Vec<String> = ROOT_CLEAN_ENV.iter().map(|e| e.to_string()).collect();
-        self.exec_as(
-            &["/bin/sh".to_string(), "-c".to_string(), command.to_string()],
-            crate::protect::ROOT,
-            &env,
-            timeout,
-            output_limit,
-        )
-        .await
-    }
-
     /// Processes of this container the kernel's OOM killer has killed so far (its memory
-    /// cgroup's count), read by a fresh exec: None when it cannot be read.
+    /// cgroup's count), read by the harness's supervisor: None when it cannot be read.
     pub async fn oom_kill_count(&self) -> Option<u64> {
-        let env: Vec<String> = ROOT_CLEAN_ENV.iter().map(|e| e.to_string()).collect();
         let out = self
-            .exec_as(
-                &[
-                    "/bin/cat".into(),
-                    "/sys/fs/cgroup/memory.events".into(),
-                    "/sys/fs/cgroup/memory/memory.oom_control".into(),
-                ],
-                crate::protect::ROOT,
-                &env,
+            .supervisor(
+                &["oom-kills".to_string()],
+                &[],
                 Duration::from_secs(20),
                 64 * 1024,
             )
             .await
             .ok()?;
-        out.output.lines().find_map(|l| {
-            l.strip_prefix("oom_kill ")
-                .and_then(|n| n.trim().parse().ok())
-        })
+        out.output.trim().parse().ok()
     }
 
     /// Whether Docker saw the container itself die of OOM.

@@ -346,7 +346,7 @@ pub async fn ensure_task_image(
     // A build is repeatable, so one cut off by a transient engine failure is run again.
     let mut attempt = 1;
     let (failure, tail, engine_fault) = loop {
-        let outcome = build_once(&api, opts.clone(), &context, &mut log, task).await;
+        let outcome = build_once(&api, opts.clone(), &context, &mut log, task.setup_timeout).await;
         match outcome.transient {
             Some(e) if attempt < calls::ATTEMPTS => {
                 let _ = writeln!(log, "# transient engine failure; building again");
@@ -398,20 +398,20 @@ pub async fn ensure_task_image(
 }
 
 /// What one try of a build left.
-struct BuildTry {
-    failure: Option<String>,
+pub(super) struct BuildTry {
+    pub(super) failure: Option<String>,
     /// The last lines of the build's output.
-    tail: std::collections::VecDeque<String>,
+    pub(super) tail: std::collections::VecDeque<String>,
     /// The engine error that cut the build off, when another try could succeed.
-    transient: Option<bollard::errors::Error>,
+    pub(super) transient: Option<bollard::errors::Error>,
 }
 
-async fn build_once(
+pub(super) async fn build_once(
     api: &bollard::Docker,
     opts: bollard::query_parameters::BuildImageOptions,
     context: &[u8],
     log: &mut std::fs::File,
-    task: &Task,
+    timeout: Duration,
 ) -> BuildTry {
     let mut stream = api.build_image(
         opts,
@@ -464,15 +464,9 @@ async fn build_once(
             }
         }
     };
-    if tokio::time::timeout(task.setup_timeout, drive)
-        .await
-        .is_err()
-    {
-        let _ = writeln!(log, "ERROR: build timed out after {:?}", task.setup_timeout);
-        failure = Some(format!(
-            "timed out after {} s",
-            task.setup_timeout.as_secs()
-        ));
+    if tokio::time::timeout(timeout, drive).await.is_err() {
+        let _ = writeln!(log, "ERROR: build timed out after {timeout:?}");
+        failure = Some(format!("timed out after {} s", timeout.as_secs()));
     }
     BuildTry {
         failure,

@@ -3,6 +3,7 @@
 
 pub mod calls;
 pub mod container;
+pub mod derived;
 pub mod image;
 pub mod spec;
 

@@ -15,18 +15,55 @@ use harness_core::task::{Resources, WORKDIR};
 pub const BENCH_OUTPUT_MOUNT: &str = "/run/harness";
 pub const BENCH_OUTPUT_DIR: &str = "/run/harness/bench";
 
-/// What root keeps in a task container; everything else is dropped.
+/// What root keeps in a task container: a part of Docker's default set, never more. The
+/// harness's static supervisor, the only program root runs once the container runs, needs
+/// these: to hand files to their owners and lock them (CHOWN, DAC_OVERRIDE, FOWNER), to run
+/// a program as another user and map the ids of each run's user namespace (SETUID, SETGID,
+/// and SETFCAP, which the kernel asks of whoever maps root), to stop what is left (KILL),
+/// and SYS_CHROOT, on which Docker's seccomp profile conditions chroot(2), which each run's
+/// init makes inside its own user namespace.
 pub const ROOT_CAPABILITIES: &[&str] = &[
     "CHOWN",
     "DAC_OVERRIDE",
     "FOWNER",
     "SETUID",
     "SETGID",
+    "SETFCAP",
     "KILL",
-    "SYS_ADMIN",
     "SYS_CHROOT",
-    "NET_ADMIN",
 ];
+
+/// Docker's own default capability set (its engine's `caps.DefaultCapabilities`): what a
+/// plain `docker run` gives root. No container of the harness gets one outside it.
+pub const DOCKER_DEFAULT_CAPABILITIES: &[&str] = &[
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// The seccomp profile of every container: Docker's default plus exactly the namespace and
+/// mount calls each run's sandbox is made with (scripts/seccomp_profile.py writes it and
+/// says why), which the supervisor takes away again from every program it starts.
+pub const SECCOMP_PROFILE: &str = include_str!("../../../../container/seccomp.json");
+
+/// The profile as the engine takes it in a security option: `seccomp=` and compact JSON.
+pub fn seccomp_option() -> String {
+    let compact = serde_json::from_str::<serde_json::Value>(SECCOMP_PROFILE)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| SECCOMP_PROFILE.to_string());
+    format!("seccomp={compact}")
+}
 
 /// What a container is made with.
 #[derive(Debug, Clone)]
@@ -43,6 +80,20 @@ pub struct SandboxSpec {
     /// Environment variables of every process (name, value): the task's `[env] pass`. Their
     /// values are secrets: redacted from every output an exec returns.
     pub env: Vec<(String, String)>,
+}
+
+/// The security options of every container: no-new-privileges, the harness's seccomp
+/// profile, and AppArmor's profile when `HARNESS_APPARMOR_PROFILE` names one loaded on the
+/// host (container/apparmor/harness-sandbox: for hosts whose docker-default refuses the
+/// sandbox's mounts); otherwise the engine's own.
+pub fn security_options() -> Vec<String> {
+    let mut out = vec!["no-new-privileges".to_string(), seccomp_option()];
+    if let Ok(profile) = std::env::var("HARNESS_APPARMOR_PROFILE")
+        && !profile.is_empty()
+    {
+        out.push(format!("apparmor={profile}"));
+    }
+    out
 }
 
 /// A device request as the engine recorded it.
@@ -70,9 +121,10 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
     });
     ContainerCreateBody {
         image: Some(spec.image.clone()),
-        // `sleep` as PID 1 ignores SIGTERM; the init (below) makes stop/kill immediate.
-        entrypoint: Some(vec!["sleep".into()]),
-        cmd: Some(vec!["infinity".into()]),
+        // The harness's supervisor (uploaded before the start), never a program of the
+        // image; the init (below) makes stop/kill immediate.
+        entrypoint: Some(vec![crate::assets::SUPERVISOR.into(), "idle".into()]),
+        cmd: Some(Vec::new()),
         working_dir: Some(WORKDIR.into()),
         user: Some(crate::protect::ROOT.into()),
         labels: Some(labels),
@@ -95,18 +147,12 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
             pids_limit: Some(r.pids),
             network_mode: Some(if r.network { "bridge" } else { "none" }.into()),
             privileged: Some(false),
-            // AppArmor's docker-default profile forbids mount(2), which every run's fresh
-            // sandbox needs (a host without AppArmor ignores this).
-            security_opt: Some(vec![
-                "no-new-privileges".into(),
-                "apparmor=unconfined".into(),
-            ]),
-            // Root in the container keeps only what the harness's own steps need (locking
-            // the tree, dropping to the sandbox user, killing its leftovers, and making each
-            // run's sandbox: new namespaces and mounts, SYS_ADMIN; entering them, SYS_CHROOT;
-            // its own loopback up, NET_ADMIN);
-            // the code under test runs as that user, with no capabilities at all and
-            // no_new_privs, so it never holds any of these.
+            // No setuid program gains anything; the seccomp profile is Docker's default
+            // plus the run sandbox's calls (see SECCOMP_PROFILE); AppArmor, where the host
+            // has it, stays the engine's default.
+            security_opt: Some(security_options()),
+            // Root keeps a part of Docker's default set (ROOT_CAPABILITIES); the code under
+            // test runs as the sandbox user, with no capabilities at all and no_new_privs.
             cap_drop: Some(vec!["ALL".into()]),
             cap_add: Some(ROOT_CAPABILITIES.iter().map(|c| c.to_string()).collect()),
             device_requests,
@@ -115,29 +161,47 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
             // fills the host's disk (the tree and the home are bounded by the in-container
             // watchdog, see container/programs/timed_run.py).
             tmpfs: Some(tmpfs_mounts(r)),
-            shm_size: Some(r.tmp_tmpfs().min(64 << 20)),
+            // A private IPC namespace whose /dev/shm is one of the tmpfs above (Docker's own
+            // would update access times, which a run could read).
+            ipc_mode: Some("none".into()),
             ..Default::default()
         }),
         ..Default::default()
     }
 }
 
-/// The tmpfs mounts of a task container: the bench's output (root-owned, not writable by
+/// The tmpfs mounts of a task container: the bench's output (the warden's, not writable by
 /// the sandbox user: the timer's files there are reachable only through the descriptors it
-/// hands the bench), /tmp and /var/tmp.
+/// hands the bench), /tmp, /var/tmp and /dev/shm. None updates access times: each run's
+/// layers lie over them, and an access time a run changed below its layer would be seen by
+/// the next.
 pub fn tmpfs_mounts(r: &Resources) -> HashMap<String, String> {
     HashMap::from([
         (
             BENCH_OUTPUT_MOUNT.to_string(),
-            format!("rw,noexec,nosuid,mode=0755,size={}", r.bench_output_tmpfs()),
+            format!(
+                "rw,noexec,nosuid,noatime,mode=0755,uid={w},gid={w},size={}",
+                r.bench_output_tmpfs(),
+                w = crate::protect::WARDEN_UID
+            ),
         ),
         (
             "/tmp".to_string(),
-            format!("rw,nosuid,nodev,mode=1777,size={}", r.tmp_tmpfs()),
+            format!("rw,nosuid,nodev,noatime,mode=1777,size={}", r.tmp_tmpfs()),
         ),
         (
             "/var/tmp".to_string(),
-            format!("rw,nosuid,nodev,mode=1777,size={}", r.tmp_tmpfs() / 2),
+            format!(
+                "rw,nosuid,nodev,noatime,mode=1777,size={}",
+                r.tmp_tmpfs() / 2
+            ),
+        ),
+        (
+            "/dev/shm".to_string(),
+            format!(
+                "rw,nosuid,nodev,noexec,noatime,mode=1777,size={}",
+                r.tmp_tmpfs().min(64 << 20)
+            ),
         ),
     ])
 }
@@ -188,24 +252,31 @@ mod tests {
         assert_eq!(hc.init, Some(true));
         assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
         let caps = hc.cap_add.unwrap();
-        assert!(!caps.iter().any(|c| c == "SYS_PTRACE" || c == "SYS_MODULE"));
-        assert!(caps.iter().any(|c| c == "SYS_ADMIN"), "{caps:?}");
+        for c in &caps {
+            assert!(DOCKER_DEFAULT_CAPABILITIES.contains(&c.as_str()), "{c}");
+        }
+        assert!(!caps.iter().any(|c| c == "SYS_ADMIN" || c == "NET_ADMIN"));
+        let opts = hc.security_opt.unwrap();
+        assert!(opts.iter().any(|o| o == "no-new-privileges"));
+        assert!(!opts.iter().any(|o| o.starts_with("apparmor")), "{opts:?}");
+        assert!(opts.iter().any(|o| o.starts_with("seccomp={")));
         assert_eq!(body.user.as_deref(), Some("0:0"));
         let tmpfs = hc.tmpfs.unwrap();
         assert_eq!(
             tmpfs[BENCH_OUTPUT_MOUNT],
             format!(
-                "rw,noexec,nosuid,mode=0755,size={}",
+                "rw,noexec,nosuid,noatime,mode=0755,uid=10002,gid=10002,size={}",
                 (2 * (64u64 << 20)) + (4 << 20)
             )
         );
         // The writable places besides the tree and home are bounded memory file systems.
         assert_eq!(
             tmpfs["/tmp"],
-            format!("rw,nosuid,nodev,mode=1777,size={}", 128u64 << 20)
+            format!("rw,nosuid,nodev,noatime,mode=1777,size={}", 128u64 << 20)
         );
         assert!(tmpfs["/var/tmp"].contains("size="));
-        assert_eq!(hc.shm_size, Some(64 << 20));
+        assert!(tmpfs["/dev/shm"].ends_with(&format!("size={}", 64 << 20)));
+        assert_eq!(hc.ipc_mode.as_deref(), Some("none"));
         let dr = &hc.device_requests.unwrap()[0];
         assert_eq!(dr.driver.as_deref(), Some("nvidia"));
         assert_eq!(dr.device_ids.as_deref(), Some(&["0".to_string()][..]));

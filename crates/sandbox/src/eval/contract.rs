@@ -426,6 +426,63 @@ mod tests {
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
     }
 
+    /// Any bytes in a file name or a bench's output (read the way the guard and the timer
+    /// read them) make a line the harness reads: valid JSON within the contract, names not
+    /// UTF-8 carried escaped, a figure no finite number is no figure.
+    #[test]
+    fn any_bytes_in_names_and_output_make_a_line_the_harness_reads() {
+        let script = r#"
+import json, random, re, sys
+import output, timer_contract as c
+rng = random.Random(int(sys.stdin.read()))
+pattern = re.compile(r"t: (\S+)")
+cases = []
+for i in range(400):
+    raw = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 48)))
+    if i % 4 == 0:
+        raw = b"9" * rng.randrange(300, 500) + raw  # a figure past a double's range
+    text = raw.decode("utf-8", "surrogateescape")
+    value, printed, masked = output.find_metric(["t: " + text], pattern, None)
+    result = c.blank()
+    result["changes"] = {text + "/tox.ini": "sha256:x"}
+    result["stdout_tail"] = masked
+    result["metric"] = {"value": value, "printed": printed}
+    cases.append([c.line(c.checked(result)), c.undecodable(text) is not None])
+print(json.dumps(cases))
+"#;
+        for seed in [1u64, 2, 3] {
+            let out = python(script, &Value::from(seed));
+            let mut escaped = 0;
+            for case in out.as_array().unwrap() {
+                let line = case[0].as_str().unwrap();
+                let json = line
+                    .trim()
+                    .strip_prefix(&format!("{} ", SCHEMA.prefix))
+                    .unwrap_or_else(|| panic!("no prefix: {line}"));
+                let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+                assert_eq!(check(&v), Ok(()), "{json}");
+                assert!(v["harness_error"].is_null(), "{json}");
+                let value = &v["metric"]["value"];
+                assert!(
+                    value.is_null() || value.as_f64().is_some_and(f64::is_finite),
+                    "{json}"
+                );
+                let name = v["changes"].as_object().unwrap().keys().next().unwrap();
+                if case[1] == true {
+                    assert!(
+                        name.contains("\\x"),
+                        "a name not UTF-8 is carried escaped: {name}"
+                    );
+                    escaped += 1;
+                }
+            }
+            assert!(
+                escaped > 100,
+                "the cases hold names that are not UTF-8: {escaped}"
+            );
+        }
+    }
+
     #[test]
     fn the_timers_check_is_the_same_contract() {
         // Results that each break the contract once, and one that keeps it: the timer's

@@ -1,7 +1,8 @@
 //! Running the code under test through the in-container guard (`container/programs/timed_run.py`,
 //! `container/programs/guard.py`), and reading what it reports.
 //!
-//! The guard runs as root; the command it starts runs as the sandbox user. Its report is the
+//! The guard runs as the warden (root's supervisor beside it); the command it has started
+//! runs as the sandbox user. Its report is the
 //! last line of the exec's output, `HARNESS_RESULT:<nonce> {json}`, where the nonce is a
 //! fresh random value handed to the guard in its environment, which the sandbox user cannot
 //! read: a line the code under test prints cannot pass for it. The prefix is the one the
@@ -45,13 +46,14 @@ pub fn nonce() -> String {
     hex::encode(bytes)
 }
 
-/// One of the harness's Python programs, run as root: by the supervisor, with the
-/// interpreter pinned at image build (`python3 -I -S script args...`: isolated, no site, so
-/// nothing the sandbox user can write is imported), never `python3` from the image's PATH.
+/// One of the harness's Python programs, run by the supervisor (root's exec) as the warden,
+/// an unprivileged user, with the interpreter pinned at image build (`python3 -I -S script
+/// args...`: isolated, no site, so nothing the sandbox user can write is imported), never
+/// `python3` from the image's PATH; the supervisor does for it what needs root.
 pub fn python(script: &str, args: &[String]) -> Vec<String> {
     let mut argv = vec![
         crate::assets::SUPERVISOR.to_string(),
-        "python".into(),
+        "warden".into(),
         script.into(),
     ];
     argv.extend(args.iter().cloned());
@@ -250,6 +252,32 @@ pub async fn after_apply(sandbox: &Sandbox) -> Result<std::result::Result<AfterA
         tree: parsed.tree,
         code: parsed.code,
     }))
+}
+
+/// Before the human's application: the guard hands what it touches, and root holds, to the
+/// sandbox user (guard.py unlock-human); `after_apply` takes it back.
+pub async fn unlock_human(sandbox: &Sandbox, patch: &str, commit: Option<&str>) -> Result<()> {
+    let nonce = nonce();
+    let mut args = vec!["unlock-human".to_string(), patch.to_string()];
+    args.extend(commit.map(str::to_string));
+    let out = sandbox
+        .exec_as(
+            &python(GUARD_PATH, &args),
+            crate::protect::ROOT,
+            &[format!("HARNESS_NONCE={nonce}")],
+            Duration::from_secs(300),
+            64 * 1024,
+        )
+        .await?;
+    let (json, shown) = split_result(&out.output, &nonce);
+    if json.is_none() || !out.success() {
+        return Err(anyhow!(
+            "the guard could not make the tree ready for the human's change (exit {:?}): {}",
+            out.exit_code,
+            last_lines(&shown, 5)
+        ));
+    }
+    Ok(())
 }
 
 pub fn last_lines(text: &str, n: usize) -> String {

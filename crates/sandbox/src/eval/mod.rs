@@ -39,6 +39,8 @@ pub const LOG_LIMIT: usize = 1024 * 1024;
 #[derive(Clone)]
 pub struct EvalContext {
     pub engine: Engine,
+    /// The run folder's writer: every result and log goes through it, never through a link.
+    pub store: harness_store::confined::Confined,
     pub run_id: String,
     pub model: String,
     pub rule: DecisionRule,
@@ -113,7 +115,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
             }
         }
     }
-    results::write_reference_logs(&input.reference_dir, &variants[..2]);
+    results::write_reference_logs(&ctx.store, &input.reference_dir, &variants[..2]);
     sample_reports(ctx, &input, &variants, base_failure, measured.as_ref())
 }
 

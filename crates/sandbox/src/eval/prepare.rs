@@ -163,12 +163,10 @@ async fn start(step: &Step<'_>) -> Result<Sandbox, Failure> {
     }
 }
 
-/// The harness's files, the guard's configuration and the patch, into the container.
+/// The guard's configuration and the patch, into the container (the harness's own files
+/// are in since its start).
 async fn upload(step: &Step<'_>, sb: &Sandbox, v: &Variant) -> Result<(), Failure> {
-    let mut files: Vec<(&str, &[u8], u32)> = crate::assets::ASSETS
-        .iter()
-        .map(|a| (a.path, a.bytes, a.mode))
-        .collect();
+    let mut files: Vec<(&str, &[u8], u32)> = Vec::new();
     files.push((
         "opt/harness/config.json",
         step.prep.guard_config.as_bytes(),
@@ -183,34 +181,47 @@ async fn upload(step: &Step<'_>, sb: &Sandbox, v: &Variant) -> Result<(), Failur
         .map_err(|e| step.error(format!("{e:#}")))
 }
 
-/// The patch by the cascade: a sample's by the sandbox user, who cannot write protected
-/// files or anything outside the tree; the human reference (trusted, and free to change
-/// tests) by root.
+/// The patch by the cascade, as the sandbox user (a static program of the harness's starts
+/// it: nothing of the image runs as root), who cannot write protected files or anything
+/// outside the tree. The human reference is trusted and may change protected files: before
+/// its application the guard hands what it touches to the sandbox user, and after it takes
+/// everything back (`after_apply`).
 async fn apply(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Failure> {
     step.phase("apply");
     let t = Instant::now();
     let limit = APPLY_TIMEOUT.mul_f64(step.scale());
-    let user = if v.role == Role::Human {
-        crate::protect::ROOT
-    } else {
-        crate::protect::RUN_AS
+    let human_commit = match (&v.role, &step.prep.task.human) {
+        (Role::Human, harness_core::task::HumanRef::ImageCommit { commit, .. }) => {
+            Some(commit.clone())
+        }
+        _ => None,
     };
-    let argv = match (&v.role, &step.prep.task.human) {
+    if v.role == Role::Human {
+        guarded::unlock_human(sb, PATCH_PATH, human_commit.as_deref())
+            .await
+            .map_err(|e| step.error(format!("apply: {e:#}")))?;
+    }
+    let mut argv = vec![
+        crate::assets::SUPERVISOR.to_string(),
+        "run".into(),
+        "--persist".into(),
+        "--cwd".into(),
+        harness_core::task::WORKDIR.into(),
+        "--".into(),
+        "/bin/sh".into(),
+    ];
+    match human_commit {
         // GSO's opt_commit, where the image holds it; the task's patch where it does not.
-        (Role::Human, harness_core::task::HumanRef::ImageCommit { commit, .. }) => vec![
-            "/bin/sh".to_string(),
-            "/opt/harness/human_commit.sh".into(),
-            commit.clone(),
+        Some(commit) => argv.extend([
+            "/opt/harness/human_commit.sh".to_string(),
+            commit,
             PATCH_PATH.into(),
-        ],
-        _ => vec![
-            "/bin/sh".to_string(),
-            "/opt/harness/apply_patch.sh".into(),
-            PATCH_PATH.into(),
-        ],
-    };
+        ]),
+        None => argv.extend(["/opt/harness/apply_patch.sh".to_string(), PATCH_PATH.into()]),
+    }
+    let home = format!("HOME={}", crate::protect::RUN_HOME);
     let out = sb
-        .exec_as(&argv, user, &[], limit, LOG_LIMIT)
+        .exec_as(&argv, crate::protect::ROOT, &[home], limit, LOG_LIMIT)
         .await
         .map_err(|e| step.error(format!("apply: {e:#}")))?;
     if step.replica == 0 {

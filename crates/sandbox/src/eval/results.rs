@@ -11,7 +11,8 @@ use harness_core::stats::Decision;
 use harness_core::status::Status;
 use harness_core::task::Task;
 use harness_core::verdict::judge;
-use harness_store::run_folder::{names, write_atomic, write_json};
+use harness_store::confined::Confined;
+use harness_store::run_folder::names;
 
 /// Records the samples of a task that cannot be evaluated at all (its image does not
 /// build, its source cannot be read): not the model's fault, except for patches that are
@@ -119,7 +120,7 @@ pub(super) fn finish_sample(
     report: SampleReport,
     reports: &mut Vec<SampleReport>,
 ) {
-    if let Err(e) = write_sample(&s.dir, v, log, &report) {
+    if let Err(e) = write_sample(&ctx.store, &s.dir, v, log, &report) {
         emit(
             &ctx.events,
             Event::Warn(format!(
@@ -143,52 +144,53 @@ pub(super) fn finish_sample(
 }
 
 fn write_sample(
+    store: &Confined,
     dir: &std::path::Path,
     v: &Variant,
     log: Option<&BenchLog>,
     report: &SampleReport,
 ) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    store.create_dir_all(dir)?;
     // The old report goes first: a run killed half-way through leaves no finished-looking sample.
-    let _ = std::fs::remove_file(dir.join(names::REPORT_JSON));
-    write_atomic(
+    store.remove(&dir.join(names::REPORT_JSON))?;
+    store.write_atomic(
         &dir.join(names::PATCH_DIFF),
         v.patch.as_deref().unwrap_or("").as_bytes(),
     )?;
-    write_atomic(&dir.join(names::APPLY_LOG), v.apply_log.as_bytes())?;
-    write_atomic(&dir.join(names::BUILD_LOG), v.build_log.as_bytes())?;
-    write_atomic(&dir.join(names::TEST_OUTPUT), v.test_log.as_bytes())?;
+    store.write_atomic(&dir.join(names::APPLY_LOG), v.apply_log.as_bytes())?;
+    store.write_atomic(&dir.join(names::BUILD_LOG), v.build_log.as_bytes())?;
+    store.write_atomic(&dir.join(names::TEST_OUTPUT), v.test_log.as_bytes())?;
     match log.filter(|l| l.covers(&v.label)) {
         Some(log) => {
             let mut mine = log.clone();
             mine.sample_variant = Some(v.label.clone());
-            write_json(&dir.join(names::BENCH_JSON), &mine)?;
+            store.write_json(&dir.join(names::BENCH_JSON), &mine)?;
             if !log.telemetry_lines.is_empty() {
                 let mut text = log.telemetry_lines.join("\n");
                 text.push('\n');
-                write_atomic(&dir.join(names::TELEMETRY_JSONL), text.as_bytes())?;
+                store.write_atomic(&dir.join(names::TELEMETRY_JSONL), text.as_bytes())?;
             }
         }
         None => {
-            let _ = std::fs::remove_file(dir.join(names::BENCH_JSON));
+            store.remove(&dir.join(names::BENCH_JSON))?;
         }
     }
-    write_json(&dir.join(names::REPORT_JSON), report)
+    store.write_json(&dir.join(names::REPORT_JSON), report)
 }
 
-pub(super) fn write_reference_logs(dir: &std::path::Path, refs: &[Variant]) {
+pub(super) fn write_reference_logs(store: &Confined, dir: &std::path::Path, refs: &[Variant]) {
     for v in refs {
         let d = dir.join(&v.label);
-        if std::fs::create_dir_all(&d).is_err() {
+        if store.create_dir_all(&d).is_err() {
             continue;
         }
         let status = match &v.failure {
             Some((s, detail)) => format!("{s}: {detail}\n"),
             None => "ok\n".into(),
         };
-        let _ = write_atomic(&d.join(names::STATUS_TXT), status.as_bytes());
-        let _ = write_atomic(&d.join(names::APPLY_LOG), v.apply_log.as_bytes());
-        let _ = write_atomic(&d.join(names::BUILD_LOG), v.build_log.as_bytes());
-        let _ = write_atomic(&d.join(names::TEST_OUTPUT), v.test_log.as_bytes());
+        let _ = store.write_atomic(&d.join(names::STATUS_TXT), status.as_bytes());
+        let _ = store.write_atomic(&d.join(names::APPLY_LOG), v.apply_log.as_bytes());
+        let _ = store.write_atomic(&d.join(names::BUILD_LOG), v.build_log.as_bytes());
+        let _ = store.write_atomic(&d.join(names::TEST_OUTPUT), v.test_log.as_bytes());
     }
 }

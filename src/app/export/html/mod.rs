@@ -18,7 +18,7 @@ use crate::core::summary::Summary;
 use crate::core::timings::BenchLog;
 use crate::store::run_folder::{RunDir, names};
 
-pub use page::{Cell, Table, document, esc, headers, href};
+pub use page::{Cell, Table, document, esc, headers, href, script_source_hash};
 
 /// `report.html` of a run folder.
 pub struct HtmlReport {

@@ -118,6 +118,37 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
+/// The page's one script as a Content-Security-Policy source (`'sha256-<base64>'`):
+/// `harness view` lets a page run this script and no other, so a page the harness did not
+/// write runs none.
+pub fn script_source_hash() -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(SCRIPT.as_bytes());
+    format!("'sha256-{}'", base64(&digest))
+}
+
+/// Standard base64 with padding (RFC 4648), as CSP hashes are written.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// The whole document around `body`.
 pub fn document(title: &str, body: &str) -> String {
     format!(
@@ -226,6 +257,23 @@ mod tests {
         );
         assert_eq!(href("m/a b/0/patch.diff"), "m/a%20b/0/patch.diff");
         assert_eq!(href("javascript:alert(1)"), "javascript%3Aalert%281%29");
+        for (plain, coded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+        ] {
+            assert_eq!(base64(plain.as_bytes()), coded);
+        }
+        // The hash is of the script exactly as the document holds it.
+        let doc = document("t", "");
+        let script = doc
+            .split("<script>")
+            .nth(1)
+            .and_then(|s| s.split("</script>").next());
+        assert_eq!(script, Some(SCRIPT));
+        assert!(script_source_hash().starts_with("'sha256-") && script_source_hash().len() == 53);
         assert_eq!(href("/etc/passwd"), ".//etc/passwd");
         assert_eq!(anchor(&["x<y.z", "0"]), "s.x_3cy_2ez.0");
     }

@@ -17,7 +17,7 @@ pub(super) fn check_round(
     variants: &[Participant<'_>],
     log: &BenchLog,
     round: u32,
-    seed: u64,
+    seeds: &[u64],
     changes: &BTreeMap<String, Snapshot>,
     tails: &BTreeMap<(String, String), String>,
     base_created: &mut BTreeSet<String>,
@@ -57,6 +57,11 @@ pub(super) fn check_round(
             );
         }
     }
+    let seed = seeds
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     for bench in &task.benches {
         if matches!(bench.output_check, OutputCheck::Off { .. }) {
             continue;
@@ -95,14 +100,14 @@ pub(super) fn check_round(
             );
             let detail = if p.label == "human" {
                 format!(
-                    "bench `{}`: human's {what} differs from base's in round {round} (seed {seed}){hint}; \
+                    "bench `{}`: human's {what} differs from base's in round {round} (seeds {seed}){hint}; \
                      the output check needs a deterministic answer (lines to leave out: ignore_lines; \
                      or check_output = false with a reason)",
                     bench.name
                 )
             } else {
                 format!(
-                    "bench `{}`: {what} differs from {reference}'s in round {round} (HARNESS_BENCH_SEED={seed}){hint}: \
+                    "bench `{}`: {what} differs from {reference}'s in round {round} (HARNESS_BENCH_SEED of its repetitions: {seed}){hint}: \
                      the bench did not compute base's answer (it failed, exited early or printed a remembered one)",
                     bench.name
                 )

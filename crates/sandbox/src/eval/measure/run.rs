@@ -126,10 +126,15 @@ pub(super) struct Repetition {
     pub(super) output_digest: String,
 }
 
-/// A run's figure, the best of its repetitions (the fastest wall time, the best printed
-/// figure in the bench's direction), and every repetition's figure. A repetition without a
-/// figure makes the run's figure that repetition's error: the bench must print it each time.
-pub(super) fn floor_figure(bench: &Bench, result: &TimerResult) -> (Result<f64, String>, Vec<f64>) {
+/// An exec's figure from its repetitions, and every repetition's figure. Each repetition
+/// answered a question of its own (its seed): the figure is the best of them (the fastest
+/// wall time, the best printed figure in the bench's direction), a figure the machine's
+/// noise can only make worse. When every repetition printed the same answer, the bench's
+/// answer does not show it was computed for that seed (a later repetition may have read an
+/// earlier one's answer back from what the kernel kept): the figure is their mean, never
+/// the best. A repetition without a figure makes the exec's figure that repetition's error:
+/// the bench must print it each time.
+pub(super) fn exec_figure(bench: &Bench, result: &TimerResult) -> (Result<f64, String>, Vec<f64>) {
     if result.reps.is_empty() {
         let wall_s = result.wall_ns as f64 / 1e9;
         return (
@@ -143,6 +148,10 @@ pub(super) fn floor_figure(bench: &Bench, result: &TimerResult) -> (Result<f64, 
             Ok(v) => figures.push(v),
             Err(e) => return (Err(e), figures),
         }
+    }
+    if figures.len() > 1 && !result.reps_digests_differ {
+        let mean = figures.iter().sum::<f64>() / figures.len() as f64;
+        return (Ok(mean), figures);
     }
     let best = match bench.better {
         harness_core::task::Better::Lower => figures.iter().copied().fold(f64::INFINITY, f64::min),
@@ -272,6 +281,13 @@ pub(super) fn round_seed() -> u64 {
     u64::from_str_radix(&guarded::nonce()[..16], 16).unwrap_or(0)
 }
 
+/// A round's seeds, one per timed repetition, drawn now (after every variant's code is
+/// frozen): the variants of the round share them (they are paired), no repetition shares
+/// one with another.
+pub(super) fn round_seeds(repetitions: u32) -> Vec<u64> {
+    (0..repetitions.max(1)).map(|_| round_seed()).collect()
+}
+
 pub(super) fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
@@ -300,7 +316,7 @@ pub(super) async fn run_once(
     sandbox: &Sandbox,
     bench: &Bench,
     timeout_scale: f64,
-    seed: u64,
+    seeds: &[u64],
     output_limit: i64,
     plan: ExecPlan,
 ) -> Result<TimerResult, Dropout> {
@@ -363,7 +379,17 @@ pub(super) async fn run_once(
             crate::protect::ROOT,
             &[
                 format!("HARNESS_NONCE={nonce}"),
-                format!("HARNESS_BENCH_SEED={seed}"),
+                // Each repetition's seed, revealed to the bench only as its repetition
+                // starts (the timer's environment is not the code's to read).
+                format!("HARNESS_BENCH_SEED={}", seeds.first().copied().unwrap_or(0)),
+                format!(
+                    "HARNESS_BENCH_SEEDS={}",
+                    seeds
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             ],
             timeout,
             256 * 1024,

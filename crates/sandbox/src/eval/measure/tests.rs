@@ -445,6 +445,8 @@ fn a_runs_figure_is_the_best_of_its_repetitions() {
         let mut line = contract::blank();
         line["wall_ns"] = 2_000_000_000u64.into();
         line["reps"] = reps.into();
+        // Each repetition answered its own seed's question.
+        line["reps_digests_differ"] = true.into();
         run::parse_result(&line.to_string(), &|s: &str| s.to_string()).unwrap()
     };
     let null = serde_json::Value::Null;
@@ -454,7 +456,7 @@ fn a_runs_figure_is_the_best_of_its_repetitions() {
         rep(2_000_000_000, null.clone()),
         rep(2_500_000_000, null.clone()),
     ]);
-    let (figure, reps) = run::floor_figure(&task.benches[0], &three);
+    let (figure, reps) = run::exec_figure(&task.benches[0], &three);
     assert_eq!(figure, Ok(2.0), "the fastest wall time");
     assert_eq!(reps, vec![3.0, 2.0, 2.5]);
     // A printed figure where higher is better: the highest.
@@ -464,13 +466,21 @@ fn a_runs_figure_is_the_best_of_its_repetitions() {
         rep(1, serde_json::json!({"value": 40.0, "printed": 1})),
         rep(1, serde_json::json!({"value": 55.0, "printed": 1})),
     ]);
-    assert_eq!(run::floor_figure(&task.benches[0], &printed).0, Ok(55.0));
+    assert_eq!(run::exec_figure(&task.benches[0], &printed).0, Ok(55.0));
     // Every repetition must print it: one that does not makes the run's figure an error.
     let missing = result(vec![
         rep(1, serde_json::json!({"value": 40.0, "printed": 1})),
         rep(1, serde_json::json!({"value": null, "printed": 0})),
     ]);
-    assert!(run::floor_figure(&task.benches[0], &missing).0.is_err());
+    assert!(run::exec_figure(&task.benches[0], &missing).0.is_err());
+    // The same answer in every repetition: no repetition shows it computed it, so the
+    // figure is their mean, never the best.
+    let mut same = result(vec![
+        rep(1, serde_json::json!({"value": 40.0, "printed": 1})),
+        rep(1, serde_json::json!({"value": 60.0, "printed": 1})),
+    ]);
+    same.reps_digests_differ = false;
+    assert_eq!(run::exec_figure(&task.benches[0], &same).0, Ok(50.0));
 }
 
 /// Asserts that every record in `value` has the fields the schema gives it, no fewer, no more.

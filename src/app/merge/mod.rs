@@ -6,7 +6,10 @@
 //! parts of different runs (model, K, dataset, predictions, rule, settings), parts measured
 //! on different kinds of machine, a part missing or given twice, an instance in two parts.
 //! And, a part being another machine's output, anything that would lead it outside the
-//! folders it was given: an instance id that is no task id, a symlink where it reads.
+//! folders it was given or past what it can hold: an instance id that is no task id, a
+//! symlink, FIFO, socket or device where it reads, a file larger than a run writes (`files`).
+
+mod files;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,7 +21,7 @@ use crate::app::export;
 use crate::core::fingerprint::Fingerprint;
 use crate::core::records::{MergedPart, RunInfo};
 use crate::core::summary::Summary;
-use crate::store::run_folder::{RunDir, sanitize, write_json};
+use crate::store::run_folder::{RunDir, sanitize};
 
 /// What a merge wrote.
 pub struct Merged {
@@ -74,7 +77,7 @@ fn fingerprint_differences(a: &Fingerprint, b: &Fingerprint) -> Vec<String> {
 
 fn load_part(dir: &Path) -> Result<Part> {
     let run_json = dir.join(crate::store::run_folder::names::RUN_JSON);
-    refuse_link(&run_json)?;
+    files::check_entry(&run_json)?;
     let info = RunDir {
         root: dir.to_path_buf(),
     }
@@ -97,7 +100,11 @@ fn load_part(dir: &Path) -> Result<Part> {
         dir: dir.to_path_buf(),
         info,
     };
-    check_no_links(&part)?;
+    let model_dir = RunDir {
+        root: part.dir.clone(),
+    }
+    .model_dir(&part.info.model);
+    files::check_part_files(&part.dir, &model_dir, IMAGES, &part.info.instance_ids)?;
     Ok(part)
 }
 
@@ -119,50 +126,6 @@ fn check_ids(run_json: &Path, info: &RunInfo) -> Result<()> {
                 crate::core::text::for_terminal(&format!("{id:?}")),
                 crate::core::text::for_terminal(&why)
             );
-        }
-    }
-    Ok(())
-}
-
-/// Refuses `path` when it is a symbolic link (absent is fine).
-fn refuse_link(path: &Path) -> Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => bail!(
-            "{}: is a symlink; a part's files must be in its folder (refusing to merge this part)",
-            path.display()
-        ),
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("{}: cannot stat", path.display())),
-    }
-}
-
-/// Refuses a part that holds a symbolic link anywhere the merge reads: its model folder,
-/// each instance's folder and everything under it, the build logs. A link there would
-/// have the merge read (and copy into the merged run) a file outside the part.
-fn check_no_links(part: &Part) -> Result<()> {
-    let model_dir = RunDir {
-        root: part.dir.clone(),
-    }
-    .model_dir(&part.info.model);
-    refuse_link(&model_dir)?;
-    refuse_link(&part.dir.join(IMAGES))?;
-    for id in &part.info.instance_ids {
-        refuse_link(&part.dir.join(IMAGES).join(format!("{id}.build.log")))?;
-        // Iterative: a deep tree cannot exhaust the stack.
-        let mut stack = vec![model_dir.join(id)];
-        while let Some(p) = stack.pop() {
-            refuse_link(&p)?;
-            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
-                for e in std::fs::read_dir(&p)
-                    .with_context(|| format!("{}: cannot list", p.display()))?
-                {
-                    stack.push(
-                        e.with_context(|| format!("{}: cannot list", p.display()))?
-                            .path(),
-                    );
-                }
-            }
         }
     }
     Ok(())
@@ -445,50 +408,6 @@ fn merged_info(parts: &[Part], run_id: &str, command: Vec<String>) -> Result<Run
     })
 }
 
-/// Copies `from` (a folder) to `to`, files and folders, folders made as needed; a symlink
-/// is refused (the parts were checked for links; this holds if one appears meanwhile), and
-/// files are opened without following one.
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).with_context(|| format!("{}: cannot create", to.display()))?;
-    let entries =
-        std::fs::read_dir(from).with_context(|| format!("{}: cannot list", from.display()))?;
-    for e in entries {
-        let e = e.with_context(|| format!("{}: cannot list", from.display()))?;
-        let src = e.path();
-        let dst = to.join(e.file_name());
-        let kind = e
-            .file_type()
-            .with_context(|| format!("{}: cannot stat", src.display()))?;
-        if kind.is_symlink() {
-            refuse_link(&src)?;
-        } else if kind.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if kind.is_file() {
-            copy_file(&src, &dst)?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies one file, following no symlink at either end: `from` is opened with
-/// `O_NOFOLLOW`, `to` must not exist yet (it is made new in the merge's own folder).
-fn copy_file(from: &Path, to: &Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let what = || format!("{}: cannot copy to {}", from.display(), to.display());
-    let mut src = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(from)
-        .with_context(what)?;
-    let mut dst = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(to)
-        .with_context(what)?;
-    std::io::copy(&mut src, &mut dst).with_context(what)?;
-    Ok(())
-}
-
 /// What `--out` may be: absent, an empty folder, or an earlier merge of the same run (which
 /// is replaced). `Ok(true)` when something is there to replace.
 fn check_out(out: &Path, merged: &RunInfo, parts: &[Part]) -> Result<bool> {
@@ -648,18 +567,16 @@ pub fn merge(dirs: &[PathBuf], out: &Path, command: Vec<String>) -> Result<Merge
         for id in &part.info.instance_ids {
             let src = from.model_dir(&part.info.model).join(id);
             if std::fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir()) {
-                copy_tree(&src, &staged.model_dir(&info.model).join(id))?;
+                files::copy_tree(&src, &staged.model_dir(&info.model).join(id))?;
             }
             let log = Path::new(IMAGES).join(format!("{id}.build.log"));
             if part.dir.join(&log).is_file() {
-                std::fs::create_dir_all(staged.root.join(IMAGES)).with_context(|| {
-                    format!("{}: cannot create", staged.root.join(IMAGES).display())
-                })?;
-                copy_file(&part.dir.join(&log), &staged.root.join(&log))?;
+                staged.store().create_dir_all(&staged.root.join(IMAGES))?;
+                files::copy_file(&part.dir.join(&log), &staged.root.join(&log))?;
             }
         }
     }
-    write_json(&staged.run_json(), &info)?;
+    staged.store().write_json(&staged.run_json(), &info)?;
     let summary = crate::store::run_folder::summarise(&staged)
         .with_context(|| format!("{}: cannot summarise the merged run", out.display()))?;
     let mixed = crate::core::summary::mixed_fingerprints(&summary);
