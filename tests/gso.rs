@@ -418,8 +418,11 @@ fn a_human_opt_commit_in_the_image_checks_out_the_submodule_it_moves() {
     let kernel = "vendor/kernel/kernel.py";
     let inside = diff(kernel, "    time.sleep(0.25)", "    time.sleep(0.02)")
         .replace("@@ -1,1 +1,1 @@", "@@ -6 +6 @@");
+    // A sample that looks for the human's fix in git (the commit, and the submodule's
+    // later commit): its test fails when it finds either.
+    let snoop = snooping_patch(&commit);
     let preds = tmp.path().join("preds.jsonl");
-    let rows: String = [app_only, inside]
+    let rows: String = [app_only, inside, snoop]
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -431,7 +434,7 @@ fn a_human_opt_commit_in_the_image_checks_out_the_submodule_it_moves() {
         .collect();
     write(&preds, &rows);
     let out = run(harness()
-        .args(["opt-at-k", "--model", "m", "--k", "2", "--run-id", "sub"])
+        .args(["opt-at-k", "--model", "m", "--k", "3", "--run-id", "sub"])
         .arg("--dataset")
         .arg(tmp.path().join("tasks"))
         .arg("--predictions")
@@ -458,7 +461,40 @@ fn a_human_opt_commit_in_the_image_checks_out_the_submodule_it_moves() {
         .as_f64()
         .unwrap_or(0.0);
     assert!(human_speedup > 3.0, "{app_only}");
+    // Base's and the samples' containers hold base's history alone; the human's its commit.
+    let snoop = read_json(&dir.join(format!("m/{id}/2/report.json")));
+    assert_eq!(snoop["status"], "passed", "{snoop}");
+    let test_log = std::fs::read_to_string(dir.join(format!("m/{id}/2/test_output.txt"))).unwrap();
+    assert!(
+        test_log.contains("snoop: 1 commit(s) in vendor/kernel"),
+        "{test_log}"
+    );
     assert!(containers_of_run("sub").is_empty());
+}
+
+/// A patch whose module, imported by app.py, exits 3 when git can read `commit` or any
+/// commit of vendor/kernel past the one checked out (the fix's submodule move).
+fn snooping_patch(commit: &str) -> String {
+    let module = format!(
+        "import subprocess, sys\n\
+         G = ['git', '-c', 'safe.directory=*']\n\
+         def out(*a):\n\
+         \x20   return subprocess.run(G + list(a), capture_output=True, text=True)\n\
+         found = out('cat-file', '-e', '{commit}^{{commit}}').returncode == 0\n\
+         subs = out('-C', 'vendor/kernel', 'rev-list', '--all').stdout.split()\n\
+         sys.stderr.write('snoop: %d commit(s) in vendor/kernel, opt_commit %s\\n' % (len(subs), found))\n\
+         if found or len(subs) != 1:\n\
+         \x20   sys.exit(3)\n"
+    );
+    let lines: Vec<&str> = module.lines().collect();
+    let added: String = lines.iter().map(|l| format!("+{l}\n")).collect();
+    let app = diff("app.py", "VERSION = 1", "VERSION = 1\nimport snoop  # noqa")
+        .replace("@@ -1,1 +1,2 @@", "@@ -6 +6,2 @@");
+    format!(
+        "{app}diff --git a/snoop.py b/snoop.py\nnew file mode 100644\n--- /dev/null\n\
+         +++ b/snoop.py\n@@ -0,0 +1,{} @@\n{added}",
+        lines.len()
+    )
 }
 
 /// `container/programs/human_commit.sh` on opt commits whose shapes a shell parser gets wrong: a

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use crate::sandbox::docker::Engine;
 use crate::sandbox::docker::image::{
-    ImageRemoval, ManagedImage, TASK_REPOSITORY_PREFIX, all_image_ids, current_image_tag,
-    image_layers, managed_images, remove_image,
+    ImageRemoval, ManagedImage, SAMPLES_REPOSITORY_PREFIX, TASK_REPOSITORY_PREFIX, all_image_ids,
+    current_image_tag, image_layers, managed_images, remove_image,
 };
 use crate::store::dataset::Dataset;
 
@@ -118,15 +118,26 @@ fn decide(
             format!("dangling image of task {task} (left by a rebuild)"),
         );
     }
-    if let Some(t) = img
-        .tags
-        .iter()
-        .find(|t| !t.starts_with(TASK_REPOSITORY_PREFIX))
-    {
-        return (
-            Action::Keep,
-            format!("also tagged {t}, outside {TASK_REPOSITORY_PREFIX}"),
-        );
+    let prefix = match img.samples_of {
+        Some(_) => SAMPLES_REPOSITORY_PREFIX,
+        None => TASK_REPOSITORY_PREFIX,
+    };
+    if let Some(t) = img.tags.iter().find(|t| !t.starts_with(prefix)) {
+        return (Action::Keep, format!("also tagged {t}, outside {prefix}"));
+    }
+    // A samples image goes with the task image it was built from.
+    if let (Some(from), Some(Wanted::Current(tag))) = (&img.samples_of, wanted.get(task)) {
+        return if from == tag {
+            (
+                Action::Keep,
+                format!("the samples' image of task {task}'s current image"),
+            )
+        } else {
+            (
+                Action::Remove,
+                format!("outdated: built from {from}, task {task} now needs {tag}"),
+            )
+        };
     }
     match wanted.get(task) {
         Some(Wanted::Current(tag)) if img.tags.contains(tag) => {
@@ -344,6 +355,13 @@ async fn remove(
     failures: &mut Vec<String>,
 ) -> u64 {
     let mut bytes_freed = 0;
+    // A samples image before the task image it was built from: a parent with a child is
+    // only untagged.
+    verdicts.sort_by_key(|v| {
+        !v.tags
+            .iter()
+            .any(|t| t.starts_with(SAMPLES_REPOSITORY_PREFIX))
+    });
     for v in verdicts.iter_mut().filter(|v| v.action == Action::Remove) {
         // By tag (an image with several tags cannot be removed by id without force);
         // the last tag removed deletes it. A dangling image goes by id.
@@ -476,6 +494,7 @@ mod tests {
             id: id.into(),
             tags: tags.iter().map(|t| t.to_string()).collect(),
             instance: instance.map(str::to_string),
+            samples_of: None,
             size: 1,
             created: 0,
         }
@@ -530,6 +549,36 @@ mod tests {
         assert_eq!(action("d"), Action::Remove, "--all-tasks");
         assert_eq!(action("f"), Action::Keep);
         assert_eq!(action("e"), Action::Keep);
+    }
+
+    #[test]
+    fn a_samples_image_goes_with_the_task_image_it_was_built_from() {
+        let samples = |id: &str, from: &str| ManagedImage {
+            samples_of: Some(from.into()),
+            ..img(id, &[&format!("harness-samples/t:{id}")], Some("t"))
+        };
+        let images = vec![
+            samples("cur", "harness-task/t:new"),
+            samples("old", "harness-task/t:old"),
+            ManagedImage {
+                samples_of: Some("harness-task/t:old".into()),
+                ..img("mine", &["harness-samples/t:x", "mine/t:keep"], Some("t"))
+            },
+        ];
+        let wanted: BTreeMap<String, Wanted> = [(
+            "t".to_string(),
+            Wanted::Current("harness-task/t:new".into()),
+        )]
+        .into();
+        let v = classify(&images, &wanted, &BTreeMap::new(), false, 10_000);
+        let action = |id: &str| v.iter().find(|x| x.id == id).unwrap().action;
+        assert_eq!(action("cur"), Action::Keep);
+        assert_eq!(action("old"), Action::Remove);
+        assert_eq!(
+            action("mine"),
+            Action::Keep,
+            "tagged outside harness-samples/"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::core::events::Event;
 use crate::core::fingerprint::Fingerprint;
 use crate::core::task::Task;
 use crate::sandbox::docker::Engine;
-use crate::sandbox::docker::image::{ensure_base_images, ensure_task_image};
+use crate::sandbox::docker::image::{TaskImage, ensure_base_images, ensure_task_image};
 use crate::sandbox::eval::{EvalContext, TaskInput, evaluate_task, report_broken_task};
 use crate::sandbox::events::{Events, emit};
 use crate::sandbox::gpu::{GpuPool, GpuSupport};
@@ -199,7 +199,7 @@ pub(super) async fn build_image(
     run_dir: &RunDir,
     w: &TaskWork<'_>,
     images_built: &std::sync::atomic::AtomicUsize,
-) -> Result<String, NoImage> {
+) -> Result<TaskImage, NoImage> {
     let task = w.task;
     if task.resources.gpus > 0
         && let Some(GpuSupport::Unavailable { reason }) = &machine.gpu
@@ -259,7 +259,7 @@ pub(super) async fn build_image(
                     seconds: img.build_seconds,
                 },
             );
-            Ok(img.tag)
+            Ok(img)
         }
         Err(e) => {
             emit(&ctx.events, Event::Warn(format!("{e:#}")));
@@ -289,7 +289,7 @@ pub(super) async fn run_task(
     ctx: &EvalContext,
     run_dir: &RunDir,
     w: &TaskWork<'_>,
-    built: tokio::sync::oneshot::Receiver<Result<String, NoImage>>,
+    built: tokio::sync::oneshot::Receiver<Result<TaskImage, NoImage>>,
 ) {
     let task = w.task;
     let image = match built.await {
@@ -330,7 +330,8 @@ pub(super) async fn run_task(
         TaskInput {
             task,
             material,
-            image,
+            image: image.sample_tag,
+            human_image: image.tag,
             samples: w.samples.clone(),
             reference_dir: super::work::reference_dir(run_dir, &ctx.model, &task.id),
             cpuset: Some(slot.cpuset.clone()),

@@ -122,3 +122,56 @@ pub async fn ensure_derived(engine: &Engine, d: &Derived<'_>) -> Result<String> 
     let _ = writeln!(log, "# built in {:.1} s", started.elapsed().as_secs_f64());
     Ok(tag)
 }
+
+/// The image base's and the samples' containers of a prebuilt-image task run on: its task
+/// image with the git repository of /testbed (and of its submodules) holding base's history
+/// alone (container/programs/strip_history.py, as root at image build). A prebuilt image
+/// keeps upstream history past base, the human's fix among it, where the code under test
+/// could read it; only the human's own containers run on the task image itself.
+pub async fn ensure_sample_image(
+    engine: &Engine,
+    task: &harness_core::task::Task,
+    task_image: &str,
+    task_log: &Path,
+) -> Result<String> {
+    let strip = crate::assets::ASSETS
+        .iter()
+        .find(|a| a.path == "opt/harness/strip_history.py")
+        .context("the harness's strip_history.py is missing from its assets")?;
+    let run = format!(
+        "python3 -I -S /opt/harness-strip/strip_history.py {} {} && rm -rf /opt/harness-strip",
+        crate::protect::RUN_UID,
+        crate::protect::RUN_GID
+    );
+    let log_path = task_log.with_extension("samples.log");
+    let derived = Derived {
+        repository: super::image::repo_name(&task.id).replacen(
+            "harness-task/",
+            "harness-samples/",
+            1,
+        ),
+        from: task_image.to_string(),
+        steps: format!(
+            "COPY root/ /\nRUN [\"/bin/sh\", \"-c\", {}]\n",
+            serde_json::Value::String(run)
+        ),
+        files: vec![(
+            "root/opt/harness-strip/strip_history.py".to_string(),
+            strip.bytes.to_vec(),
+            0o644,
+        )],
+        labels: vec![
+            (super::LABEL_MANAGED.to_string(), "true".to_string()),
+            (super::LABEL_INSTANCE.to_string(), task.id.clone()),
+            (
+                super::image::LABEL_SAMPLES_OF.to_string(),
+                task_image.to_string(),
+            ),
+        ],
+        log_path: &log_path,
+        timeout: task.setup_timeout.max(Duration::from_secs(600)),
+    };
+    ensure_derived(engine, &derived)
+        .await
+        .with_context(|| format!("task {}: the image of its samples", task.id))
+}

@@ -148,7 +148,7 @@ pub fn context_tar(task: &Task, material: &Material) -> Result<Vec<u8>> {
 }
 
 /// Docker repository names are lowercase letters, digits and separators.
-fn repo_name(instance_id: &str) -> String {
+pub(super) fn repo_name(instance_id: &str) -> String {
     let mut s: String = instance_id
         .to_ascii_lowercase()
         .chars()
@@ -285,16 +285,40 @@ impl std::error::Error for BuildFailed {}
 
 #[derive(Debug, Clone)]
 pub struct TaskImage {
+    /// The image of the task's tree as it was built: the human's containers run on it.
     pub tag: String,
+    /// The image of base's and the samples' containers: `tag` itself, or for a prebuilt
+    /// image, `tag` with base's history alone in its git repositories (see
+    /// [`super::derived::ensure_sample_image`]).
+    pub sample_tag: String,
     /// True when the image already existed and nothing was built.
     pub cached: bool,
     pub build_seconds: f64,
     pub log_path: PathBuf,
 }
 
-/// Builds the task's image unless an image with its tag exists (or `force`). The build
-/// output goes to `log_path`; a failed build's error carries its last lines.
+/// Builds the task's image unless an image with its tag exists (or `force`), and its
+/// samples' image. The build output goes to `log_path`; a failed build's error carries its
+/// last lines.
 pub async fn ensure_task_image(
+    engine: &Engine,
+    task: &Task,
+    material: &Material,
+    log_path: &Path,
+    force: bool,
+    cpuset: Option<&str>,
+) -> Result<TaskImage> {
+    let mut image = ensure_tree_image(engine, task, material, log_path, force, cpuset).await?;
+    if prebuilt(task) {
+        let started = Instant::now();
+        image.sample_tag =
+            super::derived::ensure_sample_image(engine, task, &image.tag, log_path).await?;
+        image.build_seconds += started.elapsed().as_secs_f64();
+    }
+    Ok(image)
+}
+
+async fn ensure_tree_image(
     engine: &Engine,
     task: &Task,
     material: &Material,
@@ -309,6 +333,7 @@ pub async fn ensure_task_image(
     let before = local_image_id(engine, &tag).await?;
     if !force && before.is_some() {
         return Ok(TaskImage {
+            sample_tag: tag.clone(),
             tag,
             cached: true,
             build_seconds: 0.0,
@@ -390,6 +415,7 @@ pub async fn ensure_task_image(
     }
     let _ = writeln!(log, "# built in {:.1} s", started.elapsed().as_secs_f64());
     Ok(TaskImage {
+        sample_tag: tag.clone(),
         tag,
         cached: false,
         build_seconds: started.elapsed().as_secs_f64(),
@@ -576,6 +602,10 @@ pub async fn current_image_tag(
 
 /// The repository prefix of every task image.
 pub const TASK_REPOSITORY_PREFIX: &str = "harness-task/";
+/// Where the images of base's and the samples' containers of prebuilt-image tasks are.
+pub const SAMPLES_REPOSITORY_PREFIX: &str = "harness-samples/";
+/// The label of such an image: the task image it was built from.
+pub const LABEL_SAMPLES_OF: &str = "org.harness.samples-of";
 
 /// An image labelled `org.harness.managed=true`.
 #[derive(Debug, Clone)]
@@ -585,6 +615,8 @@ pub struct ManagedImage {
     pub tags: Vec<String>,
     /// The `org.harness.instance` label: the task it was built for.
     pub instance: Option<String>,
+    /// For a samples image, the task image it was built from ([`LABEL_SAMPLES_OF`]).
+    pub samples_of: Option<String>,
     /// Size with the layers it shares (the base image's included).
     pub size: u64,
     pub created: i64,
@@ -633,6 +665,7 @@ pub async fn managed_images(engine: &Engine) -> Result<Vec<ManagedImage>> {
         .filter(|i| i.labels.get(LABEL_MANAGED).is_some_and(|v| v == "true"))
         .map(|i| ManagedImage {
             instance: i.labels.get(LABEL_INSTANCE).cloned(),
+            samples_of: i.labels.get(LABEL_SAMPLES_OF).cloned(),
             tags: real_tags(i.repo_tags),
             size: i.size.max(0) as u64,
             created: i.created,

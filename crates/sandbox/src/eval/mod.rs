@@ -72,7 +72,11 @@ pub struct SampleInput {
 pub struct TaskInput<'a> {
     pub task: &'a Task,
     pub material: &'a Material,
+    /// The image of base's and the samples' containers.
     pub image: String,
+    /// The image of the human's containers (for a prebuilt image, the one whose git
+    /// repository still holds the human's commit).
+    pub human_image: String,
     pub samples: Vec<SampleInput>,
     /// Where base and human logs go.
     pub reference_dir: PathBuf,
@@ -93,6 +97,7 @@ pub async fn evaluate_task(ctx: &EvalContext, input: TaskInput<'_>) -> Vec<Sampl
         ctx,
         task,
         image: &input.image,
+        human_image: &input.human_image,
         cpuset: if simulated {
             None
         } else {

@@ -24,6 +24,7 @@ pub(super) struct Prep<'a> {
     pub ctx: &'a EvalContext,
     pub task: &'a Task,
     pub image: &'a str,
+    pub human_image: &'a str,
     pub cpuset: Option<String>,
     pub gpu_ids: &'a [String],
     /// The guard's configuration (container/programs/guard.py), as config.json.
@@ -36,6 +37,8 @@ type Failure = (Status, String);
 /// Where a variant's preparation is: which container (0 the first, r > 0 a replica).
 struct Step<'a> {
     prep: &'a Prep<'a>,
+    /// The image of this variant's containers.
+    image: &'a str,
     replica: usize,
     label: String,
 }
@@ -77,6 +80,11 @@ impl Step<'_> {
 pub(super) async fn prepare(prep: &Prep<'_>, v: &mut Variant, replica: usize) {
     let step = Step {
         prep,
+        image: if v.role == Role::Human {
+            prep.human_image
+        } else {
+            prep.image
+        },
         replica,
         label: if replica == 0 {
             v.label.clone()
@@ -148,7 +156,7 @@ async fn start(step: &Step<'_>) -> Result<Sandbox, Failure> {
     labels.insert(LABEL_INSTANCE.to_string(), task.id.clone());
     labels.insert(LABEL_VARIANT.to_string(), step.label.clone());
     let spec = SandboxSpec {
-        image: step.prep.image.to_string(),
+        image: step.image.to_string(),
         name_hint: format!("{}-{}", task.id, step.label.replace('/', "-")),
         labels,
         resources: task.resources.clone(),
