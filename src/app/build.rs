@@ -10,7 +10,8 @@ use crate::app::reporter::spawn_reporter;
 use crate::core::events::{Event, Verbosity};
 use crate::core::task::Task;
 use crate::sandbox::docker::Engine;
-use crate::sandbox::docker::image::{ensure_base_images, ensure_task_image};
+use crate::sandbox::docker::image::ensure_base_images;
+use crate::sandbox::docker::task_images::ensure_task_image;
 use crate::sandbox::events::{Events, emit};
 use crate::store::dataset::Dataset;
 

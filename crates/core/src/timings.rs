@@ -154,10 +154,16 @@ pub struct RoundRecord {
     /// not match.
     #[serde(default)]
     pub seed: Option<u64>,
-    /// `HARNESS_BENCH_SEED` of each timed repetition of the round, in order: drawn after
-    /// the code was frozen, shared by the round's variants, never by two repetitions.
+    /// `HARNESS_BENCH_SEED` of each timed repetition of the round's first bench, in order:
+    /// drawn after the code was frozen, shared by the round's variants, never by two
+    /// repetitions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seeds: Vec<u64>,
+    /// The same for every bench, in the task's order (the first is `seeds`): each bench
+    /// asks its own questions, so one bench's answer is never another's in the same
+    /// container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bench_seeds: Vec<Vec<u64>>,
 }
 
 /// The schedule a measurement followed.

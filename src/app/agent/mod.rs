@@ -271,7 +271,7 @@ pub async fn run_batch(
             failures.push(format!("{}: {e:#}", task.id));
             continue;
         }
-        let image = match crate::sandbox::docker::image::ensure_task_image(
+        let image = match crate::sandbox::docker::image::ensure_tree_image(
             engine, task, &material, &build_log, false, None,
         )
         .await

@@ -19,7 +19,7 @@ const TEMPLATE: &str = include_str!("../../../../images/task.Dockerfile");
 /// For `source.image`: a thin layer over the prebuilt image, its tree left where it is.
 const PREBUILT_TEMPLATE: &str = include_str!("../../../../images/task-prebuilt.Dockerfile");
 
-fn prebuilt(task: &Task) -> bool {
+pub(super) fn prebuilt(task: &Task) -> bool {
     matches!(task.source, harness_core::task::Source::Image { .. })
 }
 
@@ -297,28 +297,10 @@ pub struct TaskImage {
     pub log_path: PathBuf,
 }
 
-/// Builds the task's image unless an image with its tag exists (or `force`), and its
-/// samples' image. The build output goes to `log_path`; a failed build's error carries its
-/// last lines.
-pub async fn ensure_task_image(
-    engine: &Engine,
-    task: &Task,
-    material: &Material,
-    log_path: &Path,
-    force: bool,
-    cpuset: Option<&str>,
-) -> Result<TaskImage> {
-    let mut image = ensure_tree_image(engine, task, material, log_path, force, cpuset).await?;
-    if prebuilt(task) {
-        let started = Instant::now();
-        image.sample_tag =
-            super::derived::ensure_sample_image(engine, task, &image.tag, log_path).await?;
-        image.build_seconds += started.elapsed().as_secs_f64();
-    }
-    Ok(image)
-}
-
-async fn ensure_tree_image(
+/// Builds the image of the task's tree unless an image with its tag exists (or `force`).
+/// The build output goes to `log_path`; a failed build's error carries its last lines. (See
+/// `task_images::ensure_task_image` for the task's images together.)
+pub async fn ensure_tree_image(
     engine: &Engine,
     task: &Task,
     material: &Material,

@@ -6,6 +6,7 @@ pub mod container;
 pub mod derived;
 pub mod image;
 pub mod spec;
+pub mod task_images;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

@@ -17,7 +17,7 @@ pub(super) fn check_round(
     variants: &[Participant<'_>],
     log: &BenchLog,
     round: u32,
-    seeds: &[u64],
+    bench_seeds: &[Vec<u64>],
     changes: &BTreeMap<String, Snapshot>,
     tails: &BTreeMap<(String, String), String>,
     base_created: &mut BTreeSet<String>,
@@ -57,12 +57,12 @@ pub(super) fn check_round(
             );
         }
     }
-    let seed = seeds
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    for bench in &task.benches {
+    for (bench, seeds) in task.benches.iter().zip(bench_seeds) {
+        let seed = seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
         if matches!(bench.output_check, OutputCheck::Off { .. }) {
             continue;
         }

@@ -315,13 +315,19 @@ impl<'a> Measurement<'a> {
         let order = round_order(&members, self.p.round);
         // Drawn now, after every variant's code is frozen, under every criterion (the
         // simulated one too: a seed computed from the task could be answered at install).
-        let seeds = run::round_seeds(schedule.repetitions);
-        let seed = seeds[0];
+        // A bench's seeds are its own: the benches of a round run in the same containers.
+        let bench_seeds: Vec<Vec<u64>> = task
+            .benches
+            .iter()
+            .map(|_| run::round_seeds(schedule.repetitions))
+            .collect();
+        let seeds = bench_seeds.first().cloned().unwrap_or_default();
         self.p.log.rounds.push(RoundRecord {
             round: self.p.round,
             order: order.iter().map(|&i| variants[i].label.clone()).collect(),
-            seed: Some(seed),
-            seeds: seeds.clone(),
+            seed: seeds.first().copied(),
+            seeds,
+            bench_seeds: bench_seeds.clone(),
         });
         let mut data = RoundData::default();
         let simulated = schedule.criterion.figure() == Figure::SimulatedCycles;
@@ -332,7 +338,7 @@ impl<'a> Measurement<'a> {
             Some(self.input.timing_gate.read().await)
         };
         if simulated {
-            self.count_round(&order, seed, &mut data).await;
+            self.count_round(&order, &bench_seeds, &mut data).await;
         }
         'round: for (bench_index, bench) in task.benches.iter().enumerate() {
             if simulated {
@@ -344,7 +350,8 @@ impl<'a> Measurement<'a> {
                     break 'round;
                 }
                 if !self.p.dropouts.contains_key(&variants[i].label) {
-                    self.run_variant(&variants[i], bench_index, bench, &seeds, &mut data)
+                    let seeds = &bench_seeds[bench_index];
+                    self.run_variant(&variants[i], bench_index, bench, seeds, &mut data)
                         .await;
                 }
             }
@@ -354,7 +361,7 @@ impl<'a> Measurement<'a> {
             variants,
             &self.p.log,
             self.p.round,
-            &seeds,
+            &bench_seeds,
             &data.changes,
             &data.tails,
             &mut self.p.base_created,
@@ -374,11 +381,16 @@ impl<'a> Measurement<'a> {
 
     /// A simulated round: every variant's count at once, on whatever cores are free (a count
     /// does not depend on what else runs, so nothing is gained by taking turns).
-    async fn count_round(&mut self, order: &[usize], seed: u64, data: &mut RoundData) {
+    async fn count_round(&mut self, order: &[usize], seeds: &[Vec<u64>], data: &mut RoundData) {
         let variants = self.input.variants;
         let (task, scale) = (self.input.task, self.input.timeout_scale);
         let output_limit = task.resources.bench_output_limit();
-        for bench in &task.benches {
+        for (bench, bench_seeds) in task.benches.iter().zip(seeds) {
+            let seed = bench_seeds.first().copied().unwrap_or(0);
+            // The native run answers a question of its own: with the count's seed, it could
+            // leave the counted run its answer (a patch did, through which pages of its own
+            // file were cached: 44x under the count, keeping base's algorithm).
+            let native_seed = run::round_seeds(1)[0];
             let live: Vec<(usize, &Sandbox)> = order
                 .iter()
                 .filter(|&&i| !self.p.dropouts.contains_key(&variants[i].label))
@@ -391,7 +403,7 @@ impl<'a> Measurement<'a> {
                     sandbox,
                     bench,
                     scale,
-                    &[seed],
+                    &[native_seed],
                     output_limit,
                     ExecPlan::timed(1),
                 )
