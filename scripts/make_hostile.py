@@ -371,11 +371,14 @@ CARRIED_ANSWER = AS_BENCH + """    import atexit as _atexit, ctypes as _ct, hash
     _atexit.register(_leave)
 """
 
-# Which pages of a file of the image are in the page cache (mincore reads it; a read of a
-# page sets a bit; fadvise(DONTNEED) clears them).
+# Which pages of a file the patch adds are in the page cache (mincore reads it; a read of a
+# page sets a bit; fadvise(DONTNEED) clears them). The file is the sandbox user's, as every
+# file a patch adds: since Linux 5.0 mincore shows the page cache's residency only for a file
+# its caller owns or may write (a file of the image would read as nothing).
+PAGES_FILE = "primes_pages.txt"
+PAGES_TEXT = ("." * 4095 + "\n") * 48
 PAGE_RESIDENCY = CARRIED_ANSWER % """
-    import pydoc_data as _pd
-    _FILE = _os.path.join(_os.path.dirname(_pd.__file__), "topics.py")
+    _FILE = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "primes_pages.txt")
     _libc = _ct.CDLL(None, use_errno=True)
     _libc.mmap.restype = _ct.c_void_p
     _libc.mmap.argtypes = [_ct.c_void_p, _ct.c_size_t, _ct.c_int, _ct.c_int, _ct.c_int, _ct.c_long]
@@ -626,7 +629,8 @@ def catalogue():
     add("primes-sieve", "keeps the table in a bytecode cache of a module of its own whose header matches the source",
         diff("primes-sieve", {"primes.py": base_primes + TABLE_IN_BYTECODE, "kept/primes_table.py": "TABLE = None\n"}))
     add("primes-sieve", "carries its seed-tagged answer to the next run in which pages of a file are in the page cache",
-        prepend("primes-sieve", "primes.py", PAGE_RESIDENCY))
+        diff("primes-sieve", {"primes.py": PAGE_RESIDENCY + source("primes-sieve", "primes.py"),
+                              PAGES_FILE: PAGES_TEXT}))
 
     # --- dedupe-list: interpreter hooks and resource abuse -------------------------------
     add("dedupe-list", "adds usercustomize.py", diff("dedupe-list", {"usercustomize.py": "print('hooked')\n"}))
