@@ -136,7 +136,11 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     assert_eq!(out.status.code(), Some(0));
     assert!(dataset.join(id).join("task.toml").is_file());
 
-    // Sample 0: the human patch itself; sample 1: the same code, its result off by 0.1%.
+    // Sample 0: the human patch itself (math.fsum: its sum differs from base's in the last
+    // bits, within the test's tolerance); sample 1: the same code, its result off by 0.1%;
+    // sample 2: base's code that first looks for a stored result anywhere it can read and
+    // returns that (GSO's reference in /opt/gso-reference was readable until the check
+    // moved out of the test's process: it was judged opt_base there, with base's code).
     let patch =
         |f: &str| std::fs::read_to_string(repo_root().join("tests/fixtures/gso").join(f)).unwrap();
     let preds = tmp.path().join("preds.jsonl");
@@ -148,9 +152,10 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     write(
         &preds,
         &format!(
-            "{}\n{}\n",
+            "{}\n{}\n{}\n",
             row(0, "human.patch"),
-            row(1, "off_by_a_thousandth.patch")
+            row(1, "off_by_a_thousandth.patch"),
+            row(2, "reads_the_reference.patch")
         ),
     );
     let secret = "hf_harness_test_0123456789abcdef";
@@ -162,7 +167,7 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
             "--model",
             "gso-model",
             "--k",
-            "2",
+            "3",
             "--run-id",
             "gso",
         ])
@@ -193,6 +198,25 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     assert!(
         detail.contains("is not the reference"),
         "the reason names the failed equivalence check: {detail}"
+    );
+    // The check ran in base's container, once per pair of results: the human's and the
+    // off sample's against base's, the one equivalent, the other not.
+    let bench = read_json(&dir.join(format!("gso-model/{id}/1/bench.json")));
+    let judged = bench["equivalence"].as_array().cloned().unwrap_or_default();
+    assert!(
+        judged.iter().any(|j| j["equivalent"] == true)
+            && judged.iter().any(|j| j["equivalent"] == false
+                && j["detail"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("is not the reference")),
+        "{judged:?}"
+    );
+    let snoop = read_json(&dir.join(format!("gso-model/{id}/2/report.json")));
+    assert_eq!(snoop["status"], "passed", "{snoop}");
+    assert_eq!(
+        snoop["opt_base"], false,
+        "no stored result was in its reach: {snoop}"
     );
     // The token reached the tests (they print it) and no file of the run holds it.
     let test_log =
@@ -344,8 +368,11 @@ fn a_faithful_gso_image_runs_a_human_identical_patch_to_opt_commit() {
             "faithful",
             "--criterion",
             "gso",
+            // GSO's rule on five means, no interval: this test's runs of the same code are
+            // 2.7 to 4.7 s apart on 2 cores, so a no-op reaches round(1.05, 1) = 1.1 over
+            // base in about one run of four (seen twice in a row here); the human is 19x.
             "--min-speedup",
-            "1.1",
+            "1.3",
         ])
         .arg("--dataset")
         .arg(&dataset)

@@ -120,19 +120,70 @@ def fresh_file(path):
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
 
 
-def copied_digest(fd, copied):
+def copied_digest(fd, copied, keep_dir=None):
     """sha256 of the output file the bench wrote in its sandbox, as the supervisor copied it
-    out (or why there is none, as file_digest says it)."""
+    out (or why there is none, as file_digest says it). With `keep_dir`, a whole copy is
+    also kept there under its digest's hex, for the task's equivalence check (none when the
+    warden's place is full: the check then says the file could not be kept)."""
     try:
         if "error" in copied or not copied:
             return "unreadable:%s" % copied.get("error", "not copied")
         os.lseek(fd, 0, os.SEEK_SET)
         h = hashlib.sha256()
+        part = os.path.join(keep_dir, ".part") if keep_dir and not copied.get("truncated") else None
+        part_fd = _open_part(part)
         while True:
             block = os.read(fd, 1 << 20)
             if not block:
                 break
             h.update(block)
+            if part_fd is not None and not _write_all(part_fd, block):
+                os.close(part_fd)
+                part_fd = None
+                os.unlink(part)
+        if part_fd is not None:
+            os.close(part_fd)
+            os.rename(part, os.path.join(keep_dir, h.hexdigest()))
         return "sha256:" + h.hexdigest() + (":truncated" if copied.get("truncated") else "")
     finally:
         os.close(fd)
+
+
+def _open_part(path):
+    if path is None:
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError:
+        return None
+
+
+def _write_all(fd, data):
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        return True
+    except OSError:
+        return False
+
+
+def kept_dir(out_dir, bench):
+    """Where an exec of `bench` keeps its repetitions' output files (the warden's alone)."""
+    return os.path.join(out_dir, "kept", "bench-" + bench)
+
+
+def reset_kept(path):
+    """An empty folder for this exec's files: the last exec's of the bench are gone."""
+    import shutil
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, mode=0o700)
+
+
+def kept_file(out_dir, bench, digest):
+    """The kept file of `digest` (`sha256:HEX`), or None."""
+    hex_part = digest[len("sha256:"):] if digest.startswith("sha256:") else ""
+    if len(hex_part) != 64 or any(c not in "0123456789abcdef" for c in hex_part):
+        return None
+    path = os.path.join(kept_dir(out_dir, bench), hex_part)
+    return path if os.path.isfile(path) else None

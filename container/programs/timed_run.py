@@ -424,6 +424,9 @@ def run_timed(cfg, manifest, command, opts):
     equals base's only when every repetition printed base's answer for its seed."""
     before, oom_before = before_run(cfg, manifest)
     os.makedirs(opts["out_dir"], mode=0o755, exist_ok=True)
+    if opts["keep"] and opts["output_file"]:
+        opts["keep_dir"] = output.kept_dir(opts["out_dir"], opts["keep"])
+        output.reset_kept(opts["keep_dir"])
     reps, sim_reader, seen = [], None, set()
     count = max(1, opts["repetitions"])
     for seed in repetition_seeds(count):
@@ -596,7 +599,8 @@ def one_repetition(cfg, command, opts, seed):
     os.close(out_fd)
     os.close(err_fd)
     if copy_fd is not None:
-        digest = output.copied_digest(copy_fd, report.get("copied", {}).get(opts["output_file"], {}))
+        copied = report.get("copied", {}).get(opts["output_file"], {})
+        digest = output.copied_digest(copy_fd, copied, opts.get("keep_dir"))
     fresh = report.get("fresh", {})
     result = {
         "start_ns": report["start_ns"],
@@ -695,6 +699,7 @@ def main(argv):
             "metric_json_key": named.get("--metric-json-key"),
             "simulate": named.get("--simulate") == "yes",
             "repetitions": int(named.get("--repetitions", "1")),
+            "keep": named.get("--keep-output"),
         }
         try:
             result = run_timed(cfg, manifest, command, opts)
@@ -703,6 +708,16 @@ def main(argv):
         result["ignore_errors"] = bad
         # A result that breaks the contract is the harness's failure, said as such.
         result = timer_contract.checked(result)
+    elif mode == "kept":
+        import equivalence
+        return equivalence.print_kept(named.get("--out-dir", "/run/harness/bench"), named.get("--keep-output", ""), command)
+    elif mode == "equivalence":
+        import equivalence
+        limit = int(named.get("--output-limit", PLAIN_OUTPUT_LIMIT))
+        try:
+            result = equivalence.run(sys.modules[__name__], cfg, manifest, command, limit)
+        except (HarnessError, broker.BrokerError) as e:
+            result = {"exit_code": -1, "output_flood": False, "output_tail": "", "harness_error": str(e)}
     else:
         sys.stderr.write("timed_run.py: unknown mode %r\n" % mode)
         return 2

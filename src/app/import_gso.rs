@@ -3,10 +3,13 @@
 //! setup_commands, install_commands, gt_diff, arch, instance_image_tag, ...) as task folders.
 //!
 //! Each task runs on GSO's prebuilt instance image (`gso.eval.<arch>.<id lower>:<tag>`) as it
-//! is (`source.image`), with GSO's protocol: base writes each test's reference result once
-//! (when the task image is built, on the image's own tree), and every variant's test and
-//! bench runs check their result against it with the test's own `--eqcheck` (GSO's
-//! tolerances), timed by the test itself (`Execution time: X s`).
+//! is (`source.image`), timed by each test itself (`Execution time: X s`). GSO checks a
+//! result inside the test's own process against base's reference (`--eqcheck`), which puts
+//! base's answer within the code's reach; here every run of a test stores its result
+//! (GSO's `--reference`, in the run's own layer), and where it differs from base's result
+//! of the same round, the test's own `load_result` and `check_equivalence` (GSO's
+//! tolerances) compare the two in base's container, on base's code (`/gso_check.py`, the
+//! bench's `equivalence`). No reference result is in any container.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,8 +17,32 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-/// Where the reference results live in the task image: root-owned, read-only.
+/// Where imports before the equivalence check wrote base's reference results in the task
+/// image (a task folder imported then still does; an agent's container never shows it).
 pub const REFERENCE_DIR: &str = "/opt/gso-reference";
+/// Where a run of a test stores its result, in the tree (the run's own layer).
+const RESULT_DIR: &str = ".gso-result";
+/// GSO's check of one result against base's, outside the code under test (in the task image).
+pub const CHECK_SCRIPT: &str = "/gso_check.py";
+
+/// The program behind `CHECK_SCRIPT`: the test's own `load_result` and `check_equivalence`,
+/// on the two stored results the harness hands it (base's first, as GSO's reference).
+pub const CHECK_PROGRAM: &str = r#""""GSO's equivalence check of one result, run by the harness in base's container on
+base's code: the test's own load_result and check_equivalence, base's stored result of the
+same round as the reference (GSO's --reference), the variant's stored result as the current
+one. GSO runs this inside the test's process, where base's reference is in the code's reach."""
+import importlib.util
+import os
+import sys
+
+spec = importlib.util.spec_from_file_location("gso_test_checked", sys.argv[1])
+test = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(test)
+reference = test.load_result(os.environ["HARNESS_REFERENCE_OUTPUT"])
+current = test.load_result(os.environ["HARNESS_OUTPUT"])
+test.check_equivalence(reference, current)
+print("equivalent to base's result")
+"#;
 /// GSO's timing line, as its `parse_times` reads it.
 pub const TIME_PATTERN: &str = r"Execution time:\s+([\d\.]+)s";
 /// GSO's runs of each test per variant (`evalscript.py`'s `MAX_ITERS`): one for its
@@ -263,8 +290,51 @@ pub fn install_script(r: &GsoRow) -> String {
     )
 }
 
-fn test_run(i: usize, output: &str, flag: &str) -> String {
-    format!("python /gso_test_{i}.py {output} {flag} --file_prefix {REFERENCE_DIR}/gso_{i}")
+/// One run of test `i`, its timing line to `output`, its result stored under `prefix`.
+fn test_run(i: usize, output: &str, prefix: &str) -> String {
+    format!("python /gso_test_{i}.py {output} --reference --file_prefix {prefix}")
+}
+
+/// A bench's command: the test once, its result moved to `{RESULT_DIR}/result` (whatever
+/// suffix the test gave it; none written fails the run, never an empty comparison), its
+/// timing line printed.
+fn bench_command(i: usize) -> String {
+    format!(
+        "{PRELUDE} && mkdir -p {RESULT_DIR} && t=$(mktemp) && {} && set -- {RESULT_DIR}/gso_{i}_result* && \
+         [ -f \"$1\" ] && mv \"$1\" {RESULT_DIR}/result && cat \"$t\" && rm -f \"$t\"",
+        test_run(i, "\"$t\"", &format!("{RESULT_DIR}/gso_{i}"))
+    )
+}
+
+/// The `[[bench]]` of test `i`: GSO's timing line, its stored result compared with base's.
+fn bench(r: &GsoRow, i: usize) -> toml::Value {
+    use toml::Value as T;
+    let table = |pairs: Vec<(&str, T)>| {
+        T::Table(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<toml::Table>(),
+        )
+    };
+    table(vec![
+        ("name", T::from(format!("gso_test_{i}"))),
+        // The timing line goes to a file of its own, then to stdout: the bench's
+        // stdout is a descriptor the timer hands it, not a file it may open again.
+        ("command", T::from(bench_command(i))),
+        ("runs", T::Integer(gso_runs(&r.repo).into())),
+        ("timeout", T::Integer(gso_run_limit(&r.repo))),
+        ("metric", T::from("output")),
+        ("pattern", T::from(TIME_PATTERN)),
+        ("metric_unit", T::from("s")),
+        ("output_file", T::from(format!("{RESULT_DIR}/result"))),
+        (
+            "equivalence",
+            T::from(format!(
+                "{PRELUDE} && python {CHECK_SCRIPT} /gso_test_{i}.py"
+            )),
+        ),
+    ])
 }
 
 /// The task.toml of one row. Built as a TOML document and written by the toml crate's
@@ -282,17 +352,12 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
         )
     };
     let n = r.tests.len();
-    let reference: Vec<String> = (0..n)
-        .map(|i| test_run(i, "/dev/null", "--reference"))
-        .collect();
-    // Base writes each test's reference result once, on the image's own tree, after GSO's
-    // environment is made reachable for the sandbox user.
-    let setup = format!(
-        "{REACH_GSO_ENV}\nmkdir -p {REFERENCE_DIR} && {PRELUDE} && {} && chmod -R a-w,a+rX {REFERENCE_DIR}",
-        reference.join(" && ")
-    );
+    // GSO's environment made reachable for the sandbox user; no reference is written.
+    let setup = REACH_GSO_ENV.to_string();
+    // The test phase runs every test once (its result stored in the run's /tmp): a test that
+    // fails is the sample's; results are compared in the timed runs.
     let checks: Vec<String> = (0..n)
-        .map(|i| test_run(i, "/dev/null", "--eqcheck"))
+        .map(|i| test_run(i, "/dev/null", &format!("/tmp/gso_{i}")))
         .collect();
     // GSO's install step, as its eval.sh runs it: a bash script of install_commands
     // (GSO's `git clean -xfd` left out, as GSO does) under `set -euo pipefail`, with GSO's
@@ -308,34 +373,8 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
         })
         .collect();
     files.insert(INSTALL_SCRIPT.into(), T::from("gso_tests/install.sh"));
-    let benches: Vec<T> = (0..n)
-        .map(|i| {
-            table(vec![
-                ("name", T::from(format!("gso_test_{i}"))),
-                // The timing line goes to a file of its own, then to stdout: the bench's
-                // stdout is a descriptor the timer hands it, not a file it may open again.
-                (
-                    "command",
-                    T::from(format!(
-                        "{PRELUDE} && t=$(mktemp) && {} && cat \"$t\" && rm -f \"$t\"",
-                        test_run(i, "\"$t\"", "--eqcheck")
-                    )),
-                ),
-                ("runs", T::Integer(gso_runs(&r.repo).into())),
-                ("timeout", T::Integer(gso_run_limit(&r.repo))),
-                ("metric", T::from("output")),
-                ("pattern", T::from(TIME_PATTERN)),
-                ("metric_unit", T::from("s")),
-                ("check_output", T::Boolean(false)),
-                (
-                    "no_check_reason",
-                    T::from(
-                        "GSO's test checks its own result against base's reference (--eqcheck); a mismatch fails the run",
-                    ),
-                ),
-            ])
-        })
-        .collect();
+    files.insert(CHECK_SCRIPT.into(), T::from("gso_tests/check.py"));
+    let benches: Vec<T> = (0..n).map(|i| bench(r, i)).collect();
     let doc = table(vec![
         ("instance_id", T::from(r.instance_id.as_str())),
         (
@@ -371,7 +410,7 @@ pub fn task_toml(r: &GsoRow, o: &ImportOptions) -> Result<String> {
                 ("timeout", T::Integer(3600)),
             ]),
         ),
-        // Every test once, its result checked against base's (--eqcheck).
+        // Every test once.
         (
             "test",
             table(vec![
@@ -452,6 +491,7 @@ fn write_task_folder(r: &GsoRow, o: &ImportOptions, dir: &Path) -> Result<()> {
         &tests.join("install.sh"),
         install_script(r).as_bytes(),
     )?;
+    crate::store::run_folder::write_atomic(&tests.join("check.py"), CHECK_PROGRAM.as_bytes())?;
     crate::store::run_folder::write_atomic(&dir.join("task.toml"), task_toml(r, o)?.as_bytes())
 }
 
@@ -552,11 +592,29 @@ mod tests {
                 .iter()
                 .any(|(to, _)| to == "/gso_test_1.py")
         );
-        assert!(task.setup[0].contains("--reference --file_prefix /opt/gso-reference/gso_1"));
+        // No reference result anywhere: every run stores its own, and base's container
+        // compares a differing one with the test's own check.
+        assert!(!task.setup[0].contains("gso-reference"), "{:?}", task.setup);
         assert!(task.setup[0].contains("/usr/local/bin/$b"));
         assert!(
             task.test_command
-                .contains("/gso_test_0.py /dev/null --eqcheck")
+                .contains("/gso_test_0.py /dev/null --reference --file_prefix /tmp/gso_0")
+                && !task.test_command.contains("--eqcheck")
+        );
+        assert!(task.image_files.iter().any(|(to, _)| to == CHECK_SCRIPT));
+        let check = std::fs::read_to_string(made[0].join("gso_tests/check.py")).unwrap();
+        assert!(check.contains("test.check_equivalence(reference, current)"));
+        assert_eq!(
+            task.benches[1].output_check,
+            crate::core::task::OutputCheck::File {
+                path: ".gso-result/result".into(),
+                equivalence: Some(format!("{PRELUDE} && python /gso_check.py /gso_test_1.py")),
+            }
+        );
+        assert!(
+            task.benches[1]
+                .command
+                .contains("--reference --file_prefix .gso-result/gso_1 ")
         );
         assert_eq!(task.env_pass, vec!["HF_TOKEN", "HF_READ_TOKEN"]);
         assert!(task.resources.network);

@@ -65,6 +65,25 @@ pub struct RunRecord {
     /// (the simulator's time limit follows it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_s: Option<f64>,
+    /// The digest of each repetition's output file, in order (benches with an equivalence
+    /// command: each is compared with base's repetition of the same seed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rep_digests: Vec<String>,
+}
+
+/// What a task's equivalence command said of one output file against base's (see
+/// `OutputCheck::File`): run once per pair of digests, in base's container.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EquivalenceJudgment {
+    pub bench: String,
+    /// The digest of the reference's file (base's, or human's in a round base sat out).
+    pub reference: String,
+    /// The digest of the variant's file.
+    pub output: String,
+    pub equivalent: bool,
+    /// Why not, in the command's words (the end of its output), or why it could not run.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
 }
 
 /// NVML telemetry of one run, over every GPU of the task. The window is the run's exec,
@@ -120,6 +139,7 @@ impl RunRecord {
             reps: Vec::new(),
             exec_s: None,
             native_s: None,
+            rep_digests: Vec::new(),
         }
     }
 
@@ -228,6 +248,10 @@ pub struct BenchLog {
     /// What the task's author should know about its benches (see `seed_warnings`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Output files that differed from the reference's, and what the task's equivalence
+    /// command judged of each pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub equivalence: Vec<EquivalenceJudgment>,
 }
 
 impl BenchLog {
@@ -245,13 +269,29 @@ impl BenchLog {
             if b.output_check.starts_with("off") {
                 continue;
             }
-            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-            for r in self
+            // One answer per seed: each repetition's where the run keeps them, else the
+            // exec's, of execs with as many repetitions as the timed ones (a warm-up's one
+            // repetition has a digest of its own kind).
+            let base: Vec<&RunRecord> = self
                 .runs
                 .iter()
                 .filter(|r| r.variant == "base" && r.bench == b.name && r.exit_code == 0)
+                .collect();
+            let timed_reps = base
+                .iter()
+                .filter(|r| !r.warmup)
+                .map(|r| r.reps.len())
+                .max();
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for r in base
+                .iter()
+                .filter(|r| !r.warmup || Some(r.reps.len()) == timed_reps)
             {
-                if let Some(d) = r.output_digest.as_deref() {
+                if !r.rep_digests.is_empty() {
+                    for d in &r.rep_digests {
+                        *counts.entry(d).or_default() += 1;
+                    }
+                } else if let Some(d) = r.output_digest.as_deref() {
                     *counts.entry(d).or_default() += 1;
                 }
             }
@@ -263,7 +303,7 @@ impl BenchLog {
             let estimate = (rounds * (rounds - 1)) as f64 / (2 * equal_pairs) as f64;
             if estimate < (rounds.max(20)) as f64 {
                 out.push(format!(
-                    "bench `{}`: base's output took {} distinct value(s) in {} rounds, each with a fresh \
+                    "bench `{}`: base's output took {} distinct value(s) in {} runs, each with a fresh \
                      HARNESS_BENCH_SEED (about {:.0} possible answers): its input does not depend enough \
                      on the seed, so a patch could print remembered answers and pass the output check; \
                      draw the whole input from the seed",
@@ -391,6 +431,7 @@ mod tests {
             shared_code_only: Default::default(),
             telemetry_lines: Vec::new(),
             warnings: Vec::new(),
+            equivalence: Vec::new(),
         }
     }
 
@@ -403,7 +444,7 @@ mod tests {
         );
         let w = log(&["a", "b", "a", "c"], "stdout").seed_warnings();
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("3 distinct value(s) in 4 rounds"), "{}", w[0]);
+        assert!(w[0].contains("3 distinct value(s) in 4 runs"), "{}", w[0]);
         // A concentrated answer repeating once by chance is not a small answer space...
         let fifteen: Vec<String> = (0..15).map(|i| format!("v{}", i.min(13))).collect();
         let fifteen: Vec<&str> = fifteen.iter().map(String::as_str).collect();
@@ -414,6 +455,19 @@ mod tests {
         assert!(log(&nine, "stdout").seed_warnings()[0].contains("9 distinct value(s) in 15"));
         // A fixed input: one answer every round.
         assert!(log(&["a", "a", "a"], "stdout").seed_warnings()[0].contains("1 distinct"));
+        // Each repetition's answer where the runs keep them (an equivalence check's bench);
+        // a warm-up of one repetition, whose exec digest is of another kind, left out.
+        let mut kept = log(&["w", "x", "x", "x"], "file r.json");
+        for r in &mut kept.runs {
+            r.reps = if r.warmup { vec![1.0] } else { vec![1.0; 3] };
+            r.rep_digests = if r.warmup {
+                vec!["w".into()]
+            } else {
+                vec!["a".into(); 3]
+            };
+        }
+        let w = kept.seed_warnings();
+        assert!(w[0].contains("1 distinct value(s) in 9 runs"), "{w:?}");
         // Too few rounds to say, or no output check at all.
         assert!(log(&["a", "a"], "stdout").seed_warnings().is_empty());
         assert!(

@@ -511,6 +511,7 @@ mod tests {
                     reps: Vec::new(),
                     exec_s: None,
                     native_s: None,
+                    rep_digests: Vec::new(),
                 })
                 .collect(),
             decided_after: Default::default(),
@@ -521,6 +522,7 @@ mod tests {
             shared: Default::default(),
             telemetry_lines: Vec::new(),
             warnings: Vec::new(),
+            equivalence: Vec::new(),
         }
     }
 

@@ -126,8 +126,31 @@ fn bench_output_is_checked_unless_the_task_says_why_not() {
     assert_eq!(
         parse(d.path(), &file).unwrap().benches[0].output_check,
         OutputCheck::File {
-            path: "out/r.txt".into()
+            path: "out/r.txt".into(),
+            equivalence: None
         }
+    );
+    let judged = GOOD.replace(
+        "[[bench]]\n",
+        "[[bench]]\noutput_file = \"out/r.txt\"\nequivalence = \"python3 same.py\"\n",
+    );
+    assert_eq!(
+        parse(d.path(), &judged).unwrap().benches[0].output_check,
+        OutputCheck::File {
+            path: "out/r.txt".into(),
+            equivalence: Some("python3 same.py".into())
+        }
+    );
+    let alone = GOOD.replace(
+        "[[bench]]\n",
+        "[[bench]]\nequivalence = \"python3 same.py\"\n",
+    );
+    assert!(
+        parse(d.path(), &alone)
+            .unwrap_err()
+            .to_string()
+            .contains("bench[0].equivalence"),
+        "an equivalence command without an output file is refused, naming the field"
     );
     let escape = GOOD.replace("[[bench]]\n", "[[bench]]\noutput_file = \"../r.txt\"\n");
     assert!(

@@ -172,6 +172,7 @@ mod tests {
             shared: Default::default(),
             telemetry_lines: Vec::new(),
             warnings: Vec::new(),
+            equivalence: Vec::new(),
         };
         let sample_dir = run.sample_dir("m", "t", 0);
         write_json(&sample_dir.join("bench.json"), &log).unwrap();

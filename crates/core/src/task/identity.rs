@@ -65,7 +65,15 @@ impl Task {
                     OutputCheck::Stdout { ignore } => {
                         serde_json::json!({"stdout": {"ignore": ignore}})
                     }
-                    OutputCheck::File { path } => serde_json::json!({"file": path}),
+                    // Without an equivalence command, the identity it always had.
+                    OutputCheck::File {
+                        path,
+                        equivalence: None,
+                    } => serde_json::json!({"file": path}),
+                    OutputCheck::File {
+                        path,
+                        equivalence: Some(command),
+                    } => serde_json::json!({"file": path, "equivalence": command}),
                     OutputCheck::Off { reason } => serde_json::json!({"off": reason}),
                 };
                 serde_json::json!({

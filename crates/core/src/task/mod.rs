@@ -115,8 +115,14 @@ pub enum OutputCheck {
     /// stdout must equal base's, lines matching these regexes left out (the figure an
     /// output metric prints is always left out).
     Stdout { ignore: Vec<String> },
-    /// This file (repository-relative, written by the bench) must equal base's.
-    File { path: String },
+    /// This file (repository-relative, written by the bench) must equal base's, or, where
+    /// they differ and the task names an `equivalence` command, be judged equivalent to it
+    /// by that command, run in base's container on base's code (never in the process of
+    /// the code under test: GSO's tests compare their result with base's themselves).
+    File {
+        path: String,
+        equivalence: Option<String>,
+    },
     /// Not checked, and why (the task says).
     Off { reason: String },
 }
@@ -126,7 +132,14 @@ impl OutputCheck {
         match self {
             OutputCheck::Stdout { ignore } if ignore.is_empty() => "stdout".into(),
             OutputCheck::Stdout { ignore } => format!("stdout without {}", ignore.join(" | ")),
-            OutputCheck::File { path } => format!("file {path}"),
+            OutputCheck::File {
+                path,
+                equivalence: None,
+            } => format!("file {path}"),
+            OutputCheck::File {
+                path,
+                equivalence: Some(command),
+            } => format!("file {path}, or equivalent to base's by `{command}`"),
             OutputCheck::Off { reason } => format!("off ({reason})"),
         }
     }

@@ -545,6 +545,12 @@ fn output_check(
     at: &dyn Fn(&str) -> String,
     field_err: &FieldErr,
 ) -> Result<OutputCheck> {
+    if b.equivalence.is_some() && (b.output_file.is_none() || b.check_output == Some(false)) {
+        return Err(field_err(
+            &at("equivalence"),
+            "compares the bench's output_file with base's: it needs output_file (and the output check on)".into(),
+        ));
+    }
     Ok(
         match (
             b.check_output.unwrap_or(true),
@@ -563,7 +569,13 @@ fn output_check(
                         format!("{path:?} must be a path inside the repository"),
                     ));
                 }
-                OutputCheck::File { path }
+                let equivalence = match b.equivalence.clone() {
+                    Some(c) if c.trim().is_empty() => {
+                        return Err(field_err(&at("equivalence"), "is empty".into()));
+                    }
+                    other => other,
+                };
+                OutputCheck::File { path, equivalence }
             }
             (false, Some(reason), None) if !reason.trim().is_empty() => OutputCheck::Off { reason },
             (false, _, Some(_)) => {

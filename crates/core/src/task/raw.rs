@@ -114,6 +114,7 @@ pub(super) struct RawBench {
     pub(super) check_output: Option<bool>,
     pub(super) no_check_reason: Option<String>,
     pub(super) output_file: Option<String>,
+    pub(super) equivalence: Option<String>,
     #[serde(default)]
     pub(super) ignore_lines: Vec<String>,
 }

@@ -116,6 +116,7 @@ mod tests {
             shared_code_only: Default::default(),
             telemetry_lines: Vec::new(),
             warnings: Vec::new(),
+            equivalence: Vec::new(),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Dropout, Participant};
+use super::{Dropout, Participant, equivalence};
 use crate::eval::guarded::{self, Snapshot};
 use harness_core::status::Status;
 use harness_core::task::{OutputCheck, Task};
@@ -66,13 +66,13 @@ pub(super) fn check_round(
         if matches!(bench.output_check, OutputCheck::Off { .. }) {
             continue;
         }
-        let digest = |label: &str| {
+        let record = |label: &str| {
             log.runs
                 .iter()
                 .find(|r| r.round == round && r.variant == label && r.bench == bench.name)
                 .filter(|r| r.exit_code == 0)
-                .and_then(|r| r.output_digest.clone())
         };
+        let digest = |label: &str| record(label).and_then(|r| r.output_digest.clone());
         // A round base sat out (its comparisons were decided) checks against human's answer,
         // which matched base's in every round both ran: no sample run goes unchecked.
         let (reference, expected) = match (digest("base"), digest("human")) {
@@ -90,8 +90,18 @@ pub(super) fn check_round(
             if got == expected {
                 continue;
             }
+            let judged = record(reference).zip(record(&p.label));
+            if judged.is_some_and(|(r, run)| {
+                equivalence::equivalent(&log.equivalence, &bench.name, r, run)
+            }) {
+                continue;
+            }
+            let said = judged
+                .and_then(|(r, run)| equivalence::refusal(&log.equivalence, &bench.name, r, run))
+                .map(|why| format!("; {why}"))
+                .unwrap_or_default();
             let what = match &bench.output_check {
-                OutputCheck::File { path } => format!("the file {path}"),
+                OutputCheck::File { path, .. } => format!("the file {path}"),
                 _ => "its output".to_string(),
             };
             let hint = first_difference(
@@ -100,14 +110,14 @@ pub(super) fn check_round(
             );
             let detail = if p.label == "human" {
                 format!(
-                    "bench `{}`: human's {what} differs from base's in round {round} (seeds {seed}){hint}; \
+                    "bench `{}`: human's {what} differs from base's in round {round} (seeds {seed}){hint}{said}; \
                      the output check needs a deterministic answer (lines to leave out: ignore_lines; \
                      or check_output = false with a reason)",
                     bench.name
                 )
             } else {
                 format!(
-                    "bench `{}`: {what} differs from {reference}'s in round {round} (HARNESS_BENCH_SEED of its repetitions: {seed}){hint}: \
+                    "bench `{}`: {what} differs from {reference}'s in round {round} (HARNESS_BENCH_SEED of its repetitions: {seed}){hint}{said}: \
                      the bench did not compute base's answer (it failed, exited early or printed a remembered one)",
                     bench.name
                 )

@@ -15,6 +15,7 @@ pub use budget::GROW_STEP;
 pub use plan::{max_replicas, measure_plan, replicas, schedule};
 mod checks;
 mod disturb;
+mod equivalence;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -224,6 +225,7 @@ impl<'a> Measurement<'a> {
             shared: input.shared.clone(),
             telemetry_lines: Vec::new(),
             warnings: Vec::new(),
+            equivalence: Vec::new(),
         };
         let deadline = started + Duration::from_secs_f64(input.schedule.max_seconds.max(1.0));
         Measurement {
@@ -356,6 +358,14 @@ impl<'a> Measurement<'a> {
                 }
             }
         }
+        equivalence::judge_round(
+            task,
+            variants,
+            &mut self.p.log,
+            self.p.round,
+            &self.p.dropouts,
+        )
+        .await;
         checks::check_round(
             task,
             variants,
@@ -587,6 +597,7 @@ impl<'a> Measurement<'a> {
             reps,
             exec_s: Some(exec_s),
             native_s: None,
+            rep_digests: equivalence::rep_digests(bench, &result.reps),
         };
         if result.exit_code == 0 && value.is_some() && !warmup {
             let history: Vec<&RunRecord> = self

@@ -312,6 +312,31 @@ impl ExecPlan {
     }
 }
 
+/// The timer's options for the bench's output check.
+fn output_check_args(bench: &Bench) -> Vec<String> {
+    let mut args = Vec::new();
+    match &bench.output_check {
+        OutputCheck::Stdout { ignore } => {
+            for p in ignore {
+                args.push("--ignore".into());
+                args.push(p.clone());
+            }
+        }
+        OutputCheck::File { path, equivalence } => {
+            args.push("--output-file".into());
+            args.push(path.clone());
+            if equivalence.is_some() {
+                // Each repetition's file is kept (the warden's, by its digest) for the
+                // equivalence check after the round.
+                args.push("--keep-output".into());
+                args.push(bench.name.clone());
+            }
+        }
+        OutputCheck::Off { .. } => {}
+    }
+    args
+}
+
 pub(super) async fn run_once(
     sandbox: &Sandbox,
     bench: &Bench,
@@ -336,19 +361,7 @@ pub(super) async fn run_once(
         "--out-dir".into(),
         crate::docker::spec::BENCH_OUTPUT_DIR.into(),
     ];
-    match &bench.output_check {
-        OutputCheck::Stdout { ignore } => {
-            for p in ignore {
-                args.push("--ignore".into());
-                args.push(p.clone());
-            }
-        }
-        OutputCheck::File { path } => {
-            args.push("--output-file".into());
-            args.push(path.clone());
-        }
-        OutputCheck::Off { .. } => {}
-    }
+    args.extend(output_check_args(bench));
     match &bench.metric {
         Metric::Wall => {}
         Metric::Pattern(re) => {

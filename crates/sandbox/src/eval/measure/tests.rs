@@ -29,6 +29,7 @@ fn run(wall: f64, cpu: f64, throttled: Option<u64>) -> RunRecord {
         reps: Vec::new(),
         exec_s: None,
         native_s: None,
+        rep_digests: Vec::new(),
     }
 }
 
@@ -161,6 +162,7 @@ fn energy_per_round_and_ratios() {
         shared: BTreeMap::from([("s1".to_string(), "human".to_string())]),
         telemetry_lines: Vec::new(),
         warnings: Vec::new(),
+        equivalence: Vec::new(),
     };
     assert_eq!(log.energy_per_round("base"), Some(50.0));
     let e = log.energy("s0").unwrap();
