@@ -192,3 +192,69 @@ fn a_run_killed_outright_leaves_reports_that_say_partial() {
     let summary = std::fs::read_to_string(run_dir.join("summary.md")).unwrap();
     assert!(!summary.contains("partial"), "{summary}");
 }
+
+/// A bench whose output file the task's equivalence command judges, in base's container: a
+/// sample printing the same number another way is equivalent; one whose file makes the
+/// command hang is judged not equivalent at the command's deadline, and base's container
+/// (where the command ran) lives on: no sample ends `error` (the red team of 6057d64 made
+/// every sample `error` so, the exec's timeout killing base's container).
+#[test]
+fn an_equivalence_check_that_hangs_fails_its_sample_alone() {
+    if !docker_available("equivalence_hang") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "judged", SLOW, FAST, "");
+    write(
+        &ds.join("judged/repo/check.py"),
+        "import os, time\n\
+         a = open(os.environ['HARNESS_REFERENCE_OUTPUT']).read().split()\n\
+         b = open(os.environ['HARNESS_OUTPUT']).read().split()\n\
+         if 'hang' in b:\n    time.sleep(10000)\n\
+         raise SystemExit(0 if float(a[0]) == float(b[0]) else 1)\n",
+    );
+    let toml = ds.join("judged/task.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let text = text
+        .replace("\"test_*.py\"]", "\"test_*.py\", \"check.py\"]")
+        .replace(
+            "command = \"python3 bench.py\"\nwarmups = 0\nruns = 2\ntimeout = 30\n",
+            "command = \"python3 bench.py > out.txt\"\nwarmups = 0\nruns = 2\ntimeout = 8\n\
+             output_file = \"out.txt\"\nequivalence = \"python3 check.py\"\n",
+        );
+    write(&toml, &text);
+    let as_float = "def work(n):\n    return float((n - 1) * n * (2 * n - 1) // 6)\n";
+    // Right in the test; its bench's file makes the check hang.
+    let hangs = "import sys\ndef work(n):\n    r = (n - 1) * n * (2 * n - 1) // 6\n    \
+                 return '%d hang' % r if sys.argv[0].endswith('bench.py') else r\n";
+    let preds = tmp.path().join("p.jsonl");
+    predictions(
+        &preds,
+        &[
+            ("judged", Some(&diff("mod.py", SLOW, as_float))),
+            ("judged", Some(&diff("mod.py", SLOW, hangs))),
+        ],
+    );
+    let out = tmp.path().join("out");
+    let args = ["--min-rounds", "2", "--max-rounds", "2", "--replicas", "1"];
+    let o = test_model_run(&ds, &out, &preds, "judged", "2", &args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let dir = out.join("judged/test-model/judged");
+    let float = read_json(&dir.join("0/report.json"));
+    assert_eq!(float["status"], "passed", "{float}");
+    let hang = read_json(&dir.join("1/report.json"));
+    assert_eq!(hang["status"], "test_failed", "{hang}");
+    assert!(
+        hang["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ran past its limit of 8 s"),
+        "{hang}"
+    );
+    let bench = read_json(&dir.join("0/bench.json"));
+    let judged = bench["equivalence"].as_array().cloned().unwrap_or_default();
+    assert!(judged.iter().any(|j| j["equivalent"] == true), "{judged:?}");
+    assert!(containers_of_run("judged").is_empty());
+}

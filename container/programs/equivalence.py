@@ -7,6 +7,7 @@ reference's and the variant's, `kept` mode: base64 on stdout) into base's contai
 `equivalence` mode runs the task's command on base's code with both files open.
 """
 import os
+import threading
 
 import broker
 import guard
@@ -33,7 +34,7 @@ EQUIVALENCE_INBOX = "/opt/harness-equivalence"
 REFERENCE_FD, CANDIDATE_FD = 8, 9
 
 
-def run(t, cfg, manifest, command, limit):
+def run(t, cfg, manifest, command, limit, deadline):
     """The task's equivalence command, on this container's code (base's), as the sandbox
     user in a sandbox of its own, like the test: the reference's file and the variant's
     are open on descriptors 8 and 9, named by HARNESS_REFERENCE_OUTPUT and HARNESS_OUTPUT
@@ -61,6 +62,15 @@ def run(t, cfg, manifest, command, limit):
     result_r, result_w = os.pipe()
     options = t.run_options(cfg, persist=False) + ["--keep-fd", str(REFERENCE_FD), "--keep-fd", str(CANDIDATE_FD)]
     watchdog = t.Watchdog(cfg, {}, (out_fd,), limit)
+    # Its own deadline, kept here: a file that makes the check hang is the variant's doing
+    # (not equivalent), never a reason to kill base's container.
+    timed_out = threading.Event()
+
+    def stop():
+        timed_out.set()
+        guard.kill_user(cfg["uid"], cfg["gid"])
+    timer = threading.Timer(deadline, stop)
+    timer.start()
     try:
         broker.run(options, t.argv_for(command), env,
                    {1: out_fd, 2: out_fd, t.RESULT_FD: result_w, REFERENCE_FD: fds[0], CANDIDATE_FD: fds[1]})
@@ -74,10 +84,11 @@ def run(t, cfg, manifest, command, limit):
             break
         blocks.append(block)
     os.close(result_r)
+    timer.cancel()
     watchdog.stop()
     guard.kill_user(cfg["uid"], cfg["gid"])
     report = t.parse_report(blocks)
     tail, _ = output.tail(out_fd)
     os.close(out_fd)
     return {"exit_code": report.get("exit_code", -9), "output_flood": watchdog.flood,
-            "output_tail": tail, "harness_error": None}
+            "timed_out": timed_out.is_set(), "output_tail": tail, "harness_error": None}

@@ -715,9 +715,11 @@ def main(argv):
         import equivalence
         limit = int(named.get("--output-limit", PLAIN_OUTPUT_LIMIT))
         try:
-            result = equivalence.run(sys.modules[__name__], cfg, manifest, command, limit)
+            deadline = float(named.get("--deadline", "300"))
+            result = equivalence.run(sys.modules[__name__], cfg, manifest, command, limit, deadline)
         except (HarnessError, broker.BrokerError) as e:
-            result = {"exit_code": -1, "output_flood": False, "output_tail": "", "harness_error": str(e)}
+            result = {"exit_code": -1, "output_flood": False, "timed_out": False, "output_tail": "",
+                      "harness_error": str(e)}
     else:
         sys.stderr.write("timed_run.py: unknown mode %r\n" % mode)
         return 2

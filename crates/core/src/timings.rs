@@ -71,6 +71,18 @@ pub struct RunRecord {
     pub rep_digests: Vec<String>,
 }
 
+/// `label`'s run of `bench` in `round`, when it exited 0.
+pub fn finished_run<'a>(
+    runs: &'a [RunRecord],
+    round: u32,
+    label: &str,
+    bench: &str,
+) -> Option<&'a RunRecord> {
+    runs.iter()
+        .find(|r| r.round == round && r.variant == label && r.bench == bench)
+        .filter(|r| r.exit_code == 0)
+}
+
 /// What a task's equivalence command said of one output file against base's (see
 /// `OutputCheck::File`): run once per pair of digests, in base's container.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

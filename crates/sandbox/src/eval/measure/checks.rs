@@ -7,7 +7,7 @@ use super::{Dropout, Participant, equivalence};
 use crate::eval::guarded::{self, Snapshot};
 use harness_core::status::Status;
 use harness_core::task::{OutputCheck, Task};
-use harness_core::timings::BenchLog;
+use harness_core::timings::{BenchLog, finished_run};
 
 /// After a round: the protection held in every run (a sample may make only the new watched
 /// files base made), and every variant's bench printed base's answer.
@@ -66,12 +66,7 @@ pub(super) fn check_round(
         if matches!(bench.output_check, OutputCheck::Off { .. }) {
             continue;
         }
-        let record = |label: &str| {
-            log.runs
-                .iter()
-                .find(|r| r.round == round && r.variant == label && r.bench == bench.name)
-                .filter(|r| r.exit_code == 0)
-        };
+        let record = |label: &str| finished_run(&log.runs, round, label, &bench.name);
         let digest = |label: &str| record(label).and_then(|r| r.output_digest.clone());
         // A round base sat out (its comparisons were decided) checks against human's answer,
         // which matched base's in every round both ran: no sample run goes unchecked.

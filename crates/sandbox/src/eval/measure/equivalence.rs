@@ -16,7 +16,7 @@ use super::{Dropout, Participant};
 use crate::docker::container::Sandbox;
 use crate::eval::guarded;
 use harness_core::task::{Bench, OutputCheck, Task};
-use harness_core::timings::{BenchLog, EquivalenceJudgment, RunRecord};
+use harness_core::timings::{BenchLog, EquivalenceJudgment, RunRecord, finished_run};
 
 /// The warden's folder in base's container where the two files wait for the check
 /// (`container/programs/equivalence.py`'s inbox).
@@ -117,13 +117,7 @@ pub(super) async fn judge_round(
         let Some(command) = command(bench) else {
             continue;
         };
-        let find = |label: &str| {
-            log.runs
-                .iter()
-                .find(|r| r.round == round && r.variant == label && r.bench == bench.name)
-                .filter(|r| r.exit_code == 0)
-                .cloned()
-        };
+        let find = |label: &str| finished_run(&log.runs, round, label, &bench.name).cloned();
         let Some(reference) = find("base").or_else(|| find("human")) else {
             continue;
         };
@@ -180,6 +174,7 @@ pub(super) async fn judge_round(
 struct CheckResult {
     exit_code: i64,
     output_flood: bool,
+    timed_out: bool,
     output_tail: String,
     harness_error: Option<String>,
 }
@@ -198,7 +193,7 @@ async fn judge_pair(
         return Ok((
             false,
             format!(
-                "its output file ({}) was not kept: it is larger than the room for it",
+                "its output file ({}) was not kept: not a whole regular file, or larger than the room for it",
                 output.1
             ),
         ));
@@ -216,8 +211,18 @@ async fn judge_pair(
     )
     .await?;
     let nonce = guarded::nonce();
-    let args = vec!["equivalence".to_string(), "--".into(), command.to_string()];
-    let timeout = bench.timeout + Duration::from_secs(30);
+    // The command's own deadline is kept inside the container (its processes killed there,
+    // the pair judged not equivalent): the exec's timeout, far above it, would kill the
+    // whole container, base's, and with it every sample of the task.
+    let deadline = bench.timeout.as_secs().max(1);
+    let args = vec![
+        "equivalence".to_string(),
+        "--deadline".into(),
+        deadline.to_string(),
+        "--".into(),
+        command.to_string(),
+    ];
+    let timeout = bench.timeout * 2 + Duration::from_secs(120);
     // The result line is read before the secrets are taken out (see contract::redact_values).
     let out = base
         .exec_as_unredacted(
@@ -243,6 +248,10 @@ async fn judge_pair(
     let last: String = r.output_tail.trim().chars().rev().take(400).collect();
     let tail = base.redact(&last.chars().rev().collect::<String>());
     Ok(match (r.exit_code, r.output_flood) {
+        _ if r.timed_out => (
+            false,
+            format!("the equivalence command ran past its limit of {deadline} s: {tail}"),
+        ),
         (0, false) => (true, String::new()),
         (_, true) => (
             false,
