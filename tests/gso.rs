@@ -140,7 +140,10 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     // bits, within the test's tolerance); sample 1: the same code, its result off by 0.1%;
     // sample 2: base's code that first looks for a stored result anywhere it can read and
     // returns that (GSO's reference in /opt/gso-reference was readable until the check
-    // moved out of the test's process: it was judged opt_base there, with base's code).
+    // moved out of the test's process: it was judged opt_base there, with base's code);
+    // sample 3: a result that pickles as a call, which where it is unpickled (the check)
+    // prints the check's success and exits 0 (passed and opt_commit before the check's
+    // loads were held to data).
     let patch =
         |f: &str| std::fs::read_to_string(repo_root().join("tests/fixtures/gso").join(f)).unwrap();
     let preds = tmp.path().join("preds.jsonl");
@@ -152,10 +155,11 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     write(
         &preds,
         &format!(
-            "{}\n{}\n{}\n",
+            "{}\n{}\n{}\n{}\n",
             row(0, "human.patch"),
             row(1, "off_by_a_thousandth.patch"),
-            row(2, "reads_the_reference.patch")
+            row(2, "reads_the_reference.patch"),
+            row(3, "unpickles_into_the_check.patch")
         ),
     );
     let secret = "hf_harness_test_0123456789abcdef";
@@ -167,7 +171,7 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
             "--model",
             "gso-model",
             "--k",
-            "3",
+            "4",
             "--run-id",
             "gso",
         ])
@@ -217,6 +221,14 @@ fn an_imported_gso_row_runs_on_its_image_with_gsos_reference_protocol() {
     assert_eq!(
         snoop["opt_base"], false,
         "no stored result was in its reach: {snoop}"
+    );
+    let code = read_json(&dir.join(format!("gso-model/{id}/3/report.json")));
+    assert_eq!(code["status"], "test_failed", "{code}");
+    assert_eq!(code["opt_base"], false, "{code}");
+    let detail = code["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains("names builtins.exec when it loads"),
+        "the refusal names what the stored result tried to call: {detail}"
     );
     // The token reached the tests (they print it) and no file of the run holds it.
     let test_log =
@@ -576,4 +588,87 @@ fn the_human_commit_script_applies_every_shape_of_opt_commit() {
         "test -x app.py && test -f new_name.py && ! test -e old_name.py && od -c blob.bin",
     );
     assert!(e.contains("a   r   y   2"), "{e}");
+}
+
+/// The check an import writes loads the variant's stored result as data: a pickle that
+/// calls anything base's result did not resolve (exec, os.system) is refused before it runs,
+/// and the pair is not equivalent; a builtin that is not a data type is refused even where
+/// base's own result resolved it (getattr reaches anything); a result of base's types loads
+/// and is compared.
+#[test]
+fn the_imported_check_loads_a_variants_stored_result_as_data_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("tasks");
+    let out = run(harness()
+        .args(["tasks", "import-gso"])
+        .arg(repo_root().join("tests/fixtures/gso/rows.jsonl"))
+        .arg("--out")
+        .arg(&dataset));
+    assert_eq!(out.status.code(), Some(0));
+    let check = dataset.join("Fake__fastmath-1/gso_tests/check.py");
+    let test = tmp.path().join("t.py");
+    // A test whose stored results are pickles, compared with ==.
+    write(
+        &test,
+        "import pickle\n\
+         def load_result(f):\n    with open(f, 'rb') as h:\n        return pickle.load(h)\n\
+         def check_equivalence(r, c):\n    assert r == c, (r, c)\n",
+    );
+    let marker = tmp.path().join("ran");
+    let maker = r#"import datetime, os, pickle
+class Call:
+    def __init__(self, f, *a): self.f, self.a = f, a
+    def __reduce__(self): return (self.f, self.a)
+day = datetime.date(2020, 1, 1)
+payload = "import os; open(os.environ['MARKER'], 'w').write('ran'); print('equivalent'); os._exit(0)"
+files = {
+    "base": {"n": 3, "day": day, "how": Call(getattr, day, "year")},
+    "same": {"n": 3, "day": datetime.date(2020, 1, 1), "how": 2020},
+    "other_day": {"n": 3, "day": datetime.date(2020, 1, 2), "how": 2020},
+    "exec": {"n": 3, "day": Call(exec, payload)},
+    "system": {"n": 3, "day": Call(os.system, "touch $MARKER")},
+    "getattr": {"n": 3, "day": day, "how": Call(getattr, day, "year")},
+}
+for name, value in files.items():
+    with open(name, "wb") as f:
+        pickle.dump(value, f)
+"#;
+    let made = std::process::Command::new("python3")
+        .current_dir(tmp.path())
+        .args(["-c", maker])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let judge = |variant: &str| {
+        let out = std::process::Command::new("python3")
+            .current_dir(tmp.path())
+            .arg(&check)
+            .arg(&test)
+            .env("HARNESS_REFERENCE_OUTPUT", "base")
+            .env("HARNESS_OUTPUT", variant)
+            .env("MARKER", &marker)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        (out.status.code(), said)
+    };
+    let (code, said) = judge("same");
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = judge("other_day");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("AssertionError"), "{said}");
+    for (variant, named) in [
+        ("exec", "builtins.exec"),
+        ("system", "posix.system"),
+        ("getattr", "builtins.getattr"),
+    ] {
+        let (code, said) = judge(variant);
+        assert_eq!(code, Some(1), "{variant}: {said}");
+        assert!(
+            said.contains(&format!("names {named} when it loads")),
+            "{variant}: {said}"
+        );
+        assert!(!marker.exists(), "{variant} ran its payload");
+    }
 }

@@ -27,22 +27,7 @@ pub const CHECK_SCRIPT: &str = "/gso_check.py";
 
 /// The program behind `CHECK_SCRIPT`: the test's own `load_result` and `check_equivalence`,
 /// on the two stored results the harness hands it (base's first, as GSO's reference).
-pub const CHECK_PROGRAM: &str = r#""""GSO's equivalence check of one result, run by the harness in base's container on
-base's code: the test's own load_result and check_equivalence, base's stored result of the
-same round as the reference (GSO's --reference), the variant's stored result as the current
-one. GSO runs this inside the test's process, where base's reference is in the code's reach."""
-import importlib.util
-import os
-import sys
-
-spec = importlib.util.spec_from_file_location("gso_test_checked", sys.argv[1])
-test = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(test)
-reference = test.load_result(os.environ["HARNESS_REFERENCE_OUTPUT"])
-current = test.load_result(os.environ["HARNESS_OUTPUT"])
-test.check_equivalence(reference, current)
-print("equivalent to base's result")
-"#;
+pub const CHECK_PROGRAM: &str = include_str!("gso_check.py");
 /// GSO's timing line, as its `parse_times` reads it.
 pub const TIME_PATTERN: &str = r"Execution time:\s+([\d\.]+)s";
 /// GSO's runs of each test per variant (`evalscript.py`'s `MAX_ITERS`): one for its
