@@ -32,6 +32,7 @@ async fn containers_carry_a_device_request_with_exactly_the_assigned_ids() {
         cpuset: None,
         gpu_ids: vec!["0".into(), "2".into()],
         env: Vec::new(),
+        binds: Vec::new(),
     };
     let sandbox = Sandbox::create(&engine, &spec).await.unwrap();
     let requests = sandbox.device_requests().await.unwrap();

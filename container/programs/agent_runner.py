@@ -24,6 +24,10 @@ import broker  # noqa: E402
 import guard  # noqa: E402
 
 RESULT_FD, PATCH_FD = 6, 7
+SUPERVISOR = "/opt/harness/bin/harness-supervisor"
+# The model gateway's unix socket, bind-mounted read-only from the host (the harness's
+# gateway holds the provider's key; the agent holds a token of this run's).
+GATEWAY_SOCKET = "/run/harness-gateway/socket"
 PATCH_LIMIT = 4 << 20
 AGENT_VARS = ("HARNESS_TASK_FILE", "HARNESS_INSTANCE_ID", "HARNESS_SAMPLE")
 
@@ -35,6 +39,17 @@ def agent_env(cfg):
     env.update({k: os.environ[k] for k in AGENT_VARS if k in os.environ})
     env.update({"HOME": cfg["home"], "USER": cfg["user"], "LOGNAME": cfg["user"]})
     return env
+
+
+def agent_argv(command):
+    """The agent's command; with a gateway, behind the supervisor's relay, started in the
+    agent's own sandbox (its network namespace: the agent reaches 127.0.0.1:PORT there and
+    nothing else) and listening before the command starts."""
+    port = os.environ.get("HARNESS_GATEWAY_PORT")
+    if not port:
+        return ["/bin/sh", "-c", command]
+    relay = "%s relay %s %s" % (SUPERVISOR, int(port), GATEWAY_SOCKET)
+    return ["/bin/sh", "-c", relay + ' && exec /bin/sh -c "$1"', "sh", command]
 
 
 def main(argv):
@@ -50,7 +65,7 @@ def main(argv):
                "--layer", guard.TESTBED, "--layer", cfg["home"], "--stop-when-full",
                "--after", json.dumps(after)]
     try:
-        broker.run(options, ["/bin/sh", "-c", command], agent_env(cfg),
+        broker.run(options, agent_argv(command), agent_env(cfg),
                    {1: 1, 2: 2, RESULT_FD: result_w, PATCH_FD: patch_w})
     finally:
         os.close(result_w)

@@ -257,6 +257,7 @@ pub struct LocalOptions {
     pub predictions: Option<PathBuf>,
     pub agent: Option<String>,
     pub agents: PathBuf,
+    pub model_access: crate::app::agent::ModelAccess,
     pub dataset: PathBuf,
     pub results_dir: PathBuf,
     pub settings: crate::core::settings::Settings,
@@ -356,7 +357,7 @@ async fn patch_source(
         );
         return Ok(PatchSource::Predictions(saved));
     }
-    let spec = crate::app::agent::named(&o.agents, agent)?;
+    let spec = crate::app::agent::named(&o.agents, agent, &o.model_access)?;
     crate::app::agent::secrets(&spec)?;
     eprintln!(
         "no saved patch of {agent} for {}: running the agent now",

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod doctor;
 pub mod export;
 pub mod fanout;
+pub mod gateway;
 pub mod gpu_probe;
 pub mod images;
 pub mod import_gso;

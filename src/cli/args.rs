@@ -376,9 +376,25 @@ pub struct AgentRunArgs {
     /// where `harness local --agent` finds it).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How an agent with a provider reaches its model (through the harness's gateway).
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// Where the gateway forwards the agent's requests instead of its provider: any server
+    /// speaking the provider's API (a local Ollama, a company proxy), e.g.
+    /// http://127.0.0.1:11434. The provider's key is added when its variable is set.
+    #[arg(long, value_name = "URL")]
+    pub model_server: Option<String>,
+    /// Dollars one sample's agent may spend (by the price table in agents.toml); its
+    /// requests are refused once spent, and the sample says so.
+    #[arg(long, value_name = "DOLLARS")]
+    pub max_cost: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -402,6 +418,8 @@ pub struct LocalArgs {
     /// Where agents are named (for --agent without a saved patch).
     #[arg(long, default_value = "agents.toml")]
     pub agents: PathBuf,
+    #[command(flatten)]
+    pub model: ModelArgs,
     #[arg(long, default_value = "tasks")]
     pub dataset: PathBuf,
     #[arg(long, default_value = "evaluation_results")]

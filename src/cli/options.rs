@@ -60,6 +60,7 @@ impl LocalArgs {
             predictions: self.predictions,
             agent: self.agent,
             agents: self.agents,
+            model_access: self.model.options(),
             dataset: self.dataset,
             results_dir: self.results_dir,
             settings: self.settings.into(),
@@ -93,7 +94,17 @@ impl AgentRunArgs {
             samples: self.samples,
             results_dir: self.results_dir,
             out: self.out,
+            model_access: self.model.options(),
             json: self.json,
+        }
+    }
+}
+
+impl ModelArgs {
+    pub(super) fn options(self) -> agent::ModelAccess {
+        agent::ModelAccess {
+            model_server: self.model_server,
+            max_cost: self.max_cost,
         }
     }
 }

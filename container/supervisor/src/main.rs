@@ -27,6 +27,7 @@ mod layers;
 mod mounts;
 mod probe;
 mod python;
+mod relay;
 mod run;
 mod seal;
 mod seccomp;
@@ -36,6 +37,7 @@ fn usage() -> i32 {
     eprintln!(
         "usage: harness-supervisor warden SCRIPT [ARG...]\n       \
          harness-supervisor run [OPTIONS] -- COMMAND...\n       \
+         harness-supervisor relay PORT SOCKET\n       \
          harness-supervisor idle | true | probe | oom-kills"
     );
     2
@@ -180,6 +182,7 @@ fn main() {
                 unsafe { libc::pause() };
             },
         },
+        Some("relay") => relay::main(&args[1..]),
         Some("true") => 0,
         Some("probe") => {
             println!("{}", probe::report());

@@ -95,6 +95,7 @@ pub async fn probe(engine: &Engine) -> Result<Value> {
         cpuset: None,
         gpu_ids: Vec::new(),
         env: Vec::new(),
+        binds: Vec::new(),
     };
     let sandbox = Sandbox::start(engine, &spec).await?;
     let out = sandbox

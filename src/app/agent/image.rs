@@ -71,6 +71,17 @@ pub async fn ensure(
         })?;
         files.push(("root/opt/agent/run".to_string(), bytes, 0o755));
     }
+    if let Some(install) = agent.pypi.clone() {
+        let requirement = install.requirement.clone();
+        let fetched = tokio::task::spawn_blocking(move || {
+            let dir = super::pypi::fetch(&install.requirement, &|m| eprintln!("{m}"))?;
+            super::pypi::image_files(&install, &dir)
+        })
+        .await
+        .with_context(|| format!("agent {}: fetching {requirement}", agent.name))?
+        .with_context(|| format!("agent {}", agent.name))?;
+        files.extend(fetched);
+    }
     let derived = Derived {
         repository: format!(
             "harness-agent/{}-{}",
@@ -110,6 +121,7 @@ mod tests {
             time_limit: Duration::from_secs(60),
             cpus: None,
             memory_bytes: None,
+            ..Agent::default()
         };
         let s = steps(&agent, &["/gso_test_0.py".to_string()]);
         let hide = s.find("agent_hide.sh").unwrap();

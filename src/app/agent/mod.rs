@@ -29,6 +29,7 @@
 
 mod image;
 mod paths;
+pub mod pypi;
 mod run;
 mod secrets;
 mod view;
@@ -48,7 +49,7 @@ use crate::sandbox::docker::Engine;
 use crate::store::confined::Confined;
 
 /// One agent, as `agents.toml` names it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Agent {
     pub name: String,
     /// A shell command line, run by `/bin/sh -c` in `/testbed` as the sandbox user.
@@ -66,6 +67,28 @@ pub struct Agent {
     pub time_limit: Duration,
     pub cpus: Option<f64>,
     pub memory_bytes: Option<i64>,
+    /// The model gateway this agent talks to (`provider`): the container gets a token and
+    /// the gateway's address, never the key.
+    pub gateway: Option<AgentGateway>,
+    /// The agent's program from PyPI, put into its image at build.
+    pub pypi: Option<pypi::PypiInstall>,
+    /// The price table of the agents file (`[price."MODEL"]`).
+    pub prices: crate::app::gateway::Prices,
+    /// Where the gateway forwards instead of the provider (`--model-server`).
+    pub model_server: Option<String>,
+    /// Dollars a sample may spend (`--max-cost`).
+    pub max_cost: Option<f64>,
+}
+
+/// An agent's access to its model, through the harness's gateway.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentGateway {
+    pub provider: crate::app::gateway::Provider,
+    /// The variable of the harness's environment holding the provider's key (read by the
+    /// gateway on the host only).
+    pub key: Option<String>,
+    /// The model the agent is told to use (`$HARNESS_AGENT_MODEL`).
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,6 +96,8 @@ pub struct Agent {
 struct RawAgents {
     #[serde(default)]
     agent: BTreeMap<String, RawAgent>,
+    #[serde(default)]
+    price: crate::app::gateway::Prices,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,6 +114,12 @@ struct RawAgent {
     time_limit: Option<f64>,
     cpus: Option<f64>,
     memory: Option<String>,
+    pypi: Option<String>,
+    #[serde(default)]
+    install: BTreeMap<String, String>,
+    provider: Option<String>,
+    key: Option<String>,
+    model: Option<String>,
 }
 
 /// Agents by name, from an `agents.toml`.
@@ -131,6 +162,17 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
             Some(s) => Some(paths::inside(path, &name, "script", s)?),
             None => None,
         };
+        let at_agent = format!("{}: agent.{name}", path.display());
+        let pypi = match &a.pypi {
+            Some(req) => Some(pypi::parse(
+                req,
+                a.install.clone().into_iter().collect(),
+                &at_agent,
+            )?),
+            None if !a.install.is_empty() => bail!("{}: needs pypi", at("install")),
+            None => None,
+        };
+        let gateway = gateway_of(&a, &at_agent)?;
         out.insert(
             name.clone(),
             Agent {
@@ -143,10 +185,42 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
                 time_limit: Duration::from_secs_f64(time_limit),
                 cpus: a.cpus,
                 memory_bytes,
+                gateway,
+                pypi,
+                prices: raw.price.clone(),
+                model_server: None,
+                max_cost: None,
             },
         );
     }
     Ok(out)
+}
+
+fn gateway_of(a: &RawAgent, at: &str) -> Result<Option<AgentGateway>> {
+    let Some(name) = &a.provider else {
+        if a.key.is_some() || a.model.is_some() {
+            bail!("{at}: key and model need a provider (anthropic or openai)");
+        }
+        return Ok(None);
+    };
+    let provider = crate::app::gateway::Provider::parse(name)
+        .with_context(|| format!("{at}.provider: {name:?} is not anthropic or openai"))?;
+    if a.network {
+        bail!(
+            "{at}: an agent with a provider reaches its model through the harness's gateway \
+             and nothing else: network = true would give its container the internet"
+        );
+    }
+    if let Some(k) = &a.key
+        && (k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        bail!("{at}.key: {k:?} is not a variable name");
+    }
+    Ok(Some(AgentGateway {
+        provider,
+        key: a.key.clone(),
+        model: a.model.clone(),
+    }))
 }
 
 /// What the agent is told: the task's description, what it may not touch, and the commands
@@ -206,6 +280,8 @@ pub struct AgentRun {
     pub seconds: f64,
     /// Where the (redacted) log went.
     pub log_path: PathBuf,
+    /// What it spent through the gateway (agents with a provider).
+    pub usage: Option<crate::app::gateway::Usage>,
 }
 
 /// The predictions rows of `runs`, one JSON object a line, sorted by instance and sample.
@@ -214,14 +290,17 @@ pub fn predictions_jsonl(agent: &str, runs: &[AgentRun]) -> String {
     rows.sort_by(|a, b| (&a.instance_id, a.sample).cmp(&(&b.instance_id, b.sample)));
     rows.iter()
         .map(|r| {
-            serde_json::json!({
+            let mut row = serde_json::json!({
                 "instance_id": r.instance_id,
                 "model_name_or_path": agent,
                 "sample": r.sample,
                 "model_patch": r.patch,
-            })
-            .to_string()
-                + "\n"
+            });
+            if let Some(u) = &r.usage {
+                row["agent_usage"] = serde_json::to_value(u).unwrap_or_default();
+                row["agent_seconds"] = serde_json::json!(r.seconds);
+            }
+            row.to_string() + "\n"
         })
         .collect()
 }
@@ -303,7 +382,7 @@ pub async fn run_batch(
             match run_once(engine, agent, task, &image, sample, &log).await {
                 Ok(r) => {
                     say(format!(
-                        "agent {} on {}/{sample}: {} in {:.1} s, patch of {} bytes (log {})",
+                        "agent {} on {}/{sample}: {} in {:.1} s, patch of {} bytes{} (log {})",
                         agent.name,
                         task.id,
                         match (&r.stopped, r.exit_code) {
@@ -313,6 +392,7 @@ pub async fn run_batch(
                         },
                         r.seconds,
                         r.patch.len(),
+                        r.usage.as_ref().map(spent).unwrap_or_default(),
                         r.log_path.display()
                     ));
                     if let Some(why) = &r.stopped {
@@ -336,6 +416,27 @@ pub async fn run_batch(
         runs,
         failures,
     })
+}
+
+/// ", 12 requests (1 failed), 3400 in + 800 out tokens (1200 cached), $0.0213".
+pub fn spent(u: &crate::app::gateway::Usage) -> String {
+    format!(
+        ", {} request(s){}, {} in + {} out tokens ({} cache read, {} cache write), {}",
+        u.requests,
+        if u.api_errors > 0 {
+            format!(" ({} failed)", u.api_errors)
+        } else {
+            String::new()
+        },
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        match u.cost_usd {
+            Some(c) => format!("${c:.4}"),
+            None => format!("cost unknown ({} not priced)", u.unpriced_models.join(", ")),
+        }
+    )
 }
 
 /// Where agents' patches are saved: `<results>/agents/<agent>.predictions.jsonl`.
@@ -372,25 +473,49 @@ pub struct AgentRunOptions {
     pub results_dir: PathBuf,
     /// The predictions file to write (None: where `harness local --agent` finds it).
     pub out: Option<PathBuf>,
+    pub model_access: ModelAccess,
     /// What was written, as JSON on stdout.
     pub json: bool,
 }
 
-/// The agent named `name` in the agents file, or an error listing the names there.
-pub fn named(agents_file: &Path, name: &str) -> Result<Agent> {
+/// The user's choices for an agent's model access (`--model-server`, `--max-cost`).
+#[derive(Debug, Clone, Default)]
+pub struct ModelAccess {
+    pub model_server: Option<String>,
+    pub max_cost: Option<f64>,
+}
+
+/// The agent named `name` in the agents file, with the user's model access, or an error
+/// listing the names there.
+pub fn named(agents_file: &Path, name: &str, access: &ModelAccess) -> Result<Agent> {
     let agents = load(agents_file)?;
-    agents.get(name).cloned().with_context(|| {
+    let mut agent = agents.get(name).cloned().with_context(|| {
         format!(
             "{}: no agent named {name:?} (agents there: {})",
             agents_file.display(),
             agents.keys().cloned().collect::<Vec<_>>().join(", ")
         )
-    })
+    })?;
+    if let Some(c) = access.max_cost
+        && !(c.is_finite() && c > 0.0)
+    {
+        bail!("--max-cost: {c} is not a number of dollars above 0");
+    }
+    if agent.gateway.is_none() && (access.model_server.is_some() || access.max_cost.is_some()) {
+        bail!(
+            "agent {name} has no provider in {}: --model-server and --max-cost apply to \
+             agents that reach their model through the harness's gateway",
+            agents_file.display()
+        );
+    }
+    agent.model_server = access.model_server.clone();
+    agent.max_cost = access.max_cost;
+    Ok(agent)
 }
 
 /// `harness agent run`: the agent on every selected task, its patches saved as predictions.
 pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosity) -> Result<i32> {
-    let agent = named(&o.agents, &o.agent)?;
+    let agent = named(&o.agents, &o.agent, &o.model_access)?;
     // Before anything else: a variable the user did not pass stops it here.
     secrets(&agent)?;
     if o.samples == 0 {

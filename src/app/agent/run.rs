@@ -26,6 +26,34 @@ pub async fn run_once(
     log_path: &Path,
 ) -> Result<AgentRun> {
     let secrets = secrets(agent)?;
+    let gateway = match &agent.gateway {
+        Some(g) => Some(start_gateway(agent, g).await?),
+        None => None,
+    };
+    // The agent's environment: the variables it asked for and, with a gateway, its
+    // token and the gateway's address; what its logs and patch must not hold: those
+    // variables and the provider's key (which is never in the container).
+    let mut env = secrets.clone();
+    let mut hidden = secrets.clone();
+    if let Some(gw) = &gateway {
+        env.extend(gw.agent_env());
+        if let Some(key) = gw.key() {
+            hidden.push(("the provider's key".to_string(), key.to_string()));
+        }
+    }
+    if let Some(model) = agent.gateway.as_ref().and_then(|g| g.model.clone()) {
+        env.push(("HARNESS_AGENT_MODEL".to_string(), model));
+    }
+    let binds: Vec<String> = gateway
+        .iter()
+        .map(|gw| {
+            format!(
+                "{}:{}:ro",
+                gw.socket_dir().display(),
+                crate::app::gateway::CONTAINER_DIR
+            )
+        })
+        .collect();
     let agent_image = super::image::ensure(
         engine,
         agent,
@@ -54,13 +82,40 @@ pub async fn run_once(
         cpuset: None,
         gpu_ids: Vec::new(),
         env: Vec::new(),
+        binds,
     };
     let sandbox = Sandbox::start(engine, &spec).await?;
-    let result = drive(&sandbox, agent, task, sample, &secrets, log_path).await;
+    let access = Access { env, hidden };
+    let result = drive(&sandbox, agent, task, sample, &access, log_path).await;
     let removed = sandbox.remove().await;
-    let run = result?;
+    let usage = gateway.map(|g| g.stop());
+    let mut run = result?;
     removed?;
+    run.usage = usage;
     Ok(run)
+}
+
+/// What the agent's process gets (`env`) and what nothing the harness saves may hold
+/// (`hidden`), as (name, value).
+struct Access {
+    env: Vec<(String, String)>,
+    hidden: Vec<(String, String)>,
+}
+
+/// This run's gateway: the provider (or `--model-server`), the key from the harness's
+/// environment, a fresh token within the sample's budget.
+async fn start_gateway(
+    agent: &Agent,
+    g: &super::AgentGateway,
+) -> Result<crate::app::gateway::Gateway> {
+    let upstream =
+        crate::app::gateway::upstream(g.provider, agent.model_server.as_deref(), g.key.as_deref())
+            .with_context(|| format!("agent {}", agent.name))?;
+    let grant = crate::app::gateway::Grant {
+        token: crate::app::gateway::new_token()?,
+        max_cost: agent.max_cost,
+    };
+    crate::app::gateway::Gateway::start(upstream, grant, agent.prices.clone()).await
 }
 
 async fn drive(
@@ -68,13 +123,14 @@ async fn drive(
     agent: &Agent,
     task: &Task,
     sample: usize,
-    secrets: &[(String, String)],
+    access: &Access,
     log_path: &Path,
 ) -> Result<AgentRun> {
+    let secrets = access.hidden.as_slice();
     let started = std::time::Instant::now();
     let mut log = String::new();
     super::view::check_hidden(sandbox, task).await?;
-    let (out, ran) = run_agent(sandbox, agent, task, sample, secrets).await?;
+    let (out, ran) = run_agent(sandbox, agent, task, sample, access).await?;
     // Why the harness stopped the agent, if it did: what it had changed by then is not its
     // patch (the container is gone at the time limit; at the disk limit its writes stopped
     // where the limit is).
@@ -128,6 +184,7 @@ async fn drive(
         stopped,
         seconds: started.elapsed().as_secs_f64(),
         log_path: log_path.to_path_buf(),
+        usage: None,
     })
 }
 
@@ -170,8 +227,9 @@ async fn run_agent(
     agent: &Agent,
     task: &Task,
     sample: usize,
-    secrets: &[(String, String)],
+    access: &Access,
 ) -> Result<(ExecOutcome, Option<Ran>)> {
+    let secrets = access.hidden.as_slice();
     let nonce = crate::sandbox::eval::guarded::nonce();
     let mut env: Vec<String> = vec![
         format!("HARNESS_NONCE={nonce}"),
@@ -179,7 +237,7 @@ async fn run_agent(
         format!("HARNESS_INSTANCE_ID={}", task.id),
         format!("HARNESS_SAMPLE={sample}"),
     ];
-    env.extend(secrets.iter().map(|(k, v)| format!("{k}={v}")));
+    env.extend(access.env.iter().map(|(k, v)| format!("{k}={v}")));
     let args = [
         "warden".to_string(),
         "/opt/harness/agent_runner.py".into(),

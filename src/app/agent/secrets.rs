@@ -70,6 +70,7 @@ mod tests {
             time_limit: Duration::from_secs(1),
             cpus: None,
             memory_bytes: None,
+            ..Agent::default()
         }
     }
 

@@ -80,6 +80,9 @@ pub struct SandboxSpec {
     /// Environment variables of every process (name, value): the task's `[env] pass`. Their
     /// values are secrets: redacted from every output an exec returns.
     pub env: Vec<(String, String)>,
+    /// Host folders mounted in the container (`host:container:ro`): the model gateway's
+    /// socket folder for an agent, nothing else.
+    pub binds: Vec<String>,
 }
 
 /// The security options of every container: no-new-privileges, the harness's seccomp
@@ -164,6 +167,7 @@ pub fn create_body(spec: &SandboxSpec, owner: &str) -> ContainerCreateBody {
             // A private IPC namespace whose /dev/shm is one of the tmpfs above (Docker's own
             // would update access times, which a run could read).
             ipc_mode: Some("none".into()),
+            binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
             ..Default::default()
         }),
         ..Default::default()
@@ -227,6 +231,7 @@ mod tests {
             cpuset: Some("1-2".into()),
             gpu_ids: vec!["0".into()],
             env: vec![("HF_TOKEN".into(), "hf_secret".into())],
+            binds: Vec::new(),
         };
         let mut one_core = spec.clone();
         one_core.cpuset = Some("1".into());

@@ -163,6 +163,7 @@ async fn start(step: &Step<'_>) -> Result<Sandbox, Failure> {
         cpuset: step.prep.cpuset.clone(),
         gpu_ids: step.prep.gpu_ids.to_vec(),
         env: passed_env(task),
+        binds: Vec::new(),
     };
     match tokio::time::timeout(START_TIMEOUT, Sandbox::start(&ctx.engine, &spec)).await {
         Ok(Ok(sb)) => Ok(sb),

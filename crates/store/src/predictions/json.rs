@@ -160,6 +160,11 @@ pub(super) fn read_row<'de, A: MapAccess<'de>>(
             "model_name_or_path" => ("model_name_or_path", None),
             "model_patch" => ("model_patch", Some(max_patch)),
             "sample" => ("sample", None),
+            // What `harness agent run` adds to a row: read by the agent's own reports.
+            "agent_usage" | "agent_seconds" => {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
             _ => {
                 map.next_value::<IgnoredAny>()?;
                 if !row.unknown.contains(&key) {

@@ -1,0 +1,277 @@
+//! The gateway's HTTP side: hyper on the run's unix socket, each request checked (token,
+//! path, budget), forwarded with the provider's key, its answer streamed back and counted.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixListener;
+
+use super::Shared;
+use super::usage::UsageReader;
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+/// A request body over this is refused (a model request with a whole repository in it is
+/// far smaller).
+const MAX_REQUEST: usize = 32 << 20;
+
+pub(super) async fn serve(listener: UnixListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| handle(req, shared.clone()));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<Body>, Infallible> {
+    Ok(match forward(req, shared).await {
+        Ok(r) => r,
+        Err((status, message)) => refusal(status, &message),
+    })
+}
+
+/// An error in the shape both providers' clients read (`error.message`).
+fn refusal(status: StatusCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({"type": "error",
+        "error": {"type": "harness_gateway", "message": message}})
+    .to_string();
+    let mut r = Response::new(full(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|e: Infallible| match e {}).boxed()
+}
+
+/// The token the request carries, in either provider's header.
+fn token_of(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get("x-api-key") {
+        return v.to_str().ok();
+    }
+    headers
+        .get(hyper::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+/// Headers that belong to one connection or carry a credential: never forwarded.
+fn carried(name: &HeaderName) -> bool {
+    !matches!(
+        name.as_str(),
+        "host"
+            | "content-length"
+            | "connection"
+            | "keep-alive"
+            | "proxy-authorization"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "x-api-key"
+            | "authorization"
+            | "accept-encoding"
+            | "content-encoding"
+    )
+}
+
+async fn forward(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+) -> Result<Response<Body>, (StatusCode, String)> {
+    let provider = shared.upstream.provider;
+    if token_of(req.headers()) != Some(shared.grant.token.as_str()) {
+        return Err((StatusCode::UNAUTHORIZED, "not this run's token".to_string()));
+    }
+    if !provider.allows(req.method(), req.uri().path()) {
+        return Err((
+            StatusCode::NOT_FOUND,
+            format!(
+                "{} {} is not a model endpoint this gateway forwards",
+                req.method(),
+                req.uri().path()
+            ),
+        ));
+    }
+    over_budget(&shared)?;
+    let method = req.method().clone();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let mut headers = HeaderMap::new();
+    for (k, v) in req.headers() {
+        if carried(k) {
+            headers.append(k.clone(), v.clone());
+        }
+    }
+    let body = http_body_util::Limited::new(req.into_body(), MAX_REQUEST)
+        .collect()
+        .await
+        .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, format!("the request: {e}")))?
+        .to_bytes();
+    let asked_model = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["model"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    if let Some(key) = &shared.upstream.key {
+        let (name, value) = match provider {
+            super::Provider::Anthropic => ("x-api-key", key.clone()),
+            super::Provider::OpenAi => ("authorization", format!("Bearer {key}")),
+        };
+        let value = HeaderValue::from_str(&value).map_err(|_| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the provider's key is not a header value".to_string(),
+            )
+        })?;
+        headers.insert(HeaderName::from_static(name), value);
+    }
+    let url = format!("{}{path}", shared.upstream.base_url);
+    let sent = shared
+        .client
+        .request(method, &url)
+        .headers(headers)
+        .body(body)
+        .send()
+        .await;
+    let answer = match sent {
+        Ok(a) => a,
+        Err(e) => {
+            let why = format!("cannot reach {}: {e}", shared.upstream.base_url);
+            api_failure(&shared, &why);
+            return Err((StatusCode::BAD_GATEWAY, why));
+        }
+    };
+    let status = answer.status();
+    let mut response_headers = HeaderMap::new();
+    for (k, v) in answer.headers() {
+        if carried(k) {
+            response_headers.append(k.clone(), v.clone());
+        }
+    }
+    if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+        let text = answer.bytes().await.unwrap_or_default();
+        api_failure(
+            &shared,
+            &format!(
+                "{status} {}",
+                String::from_utf8_lossy(&text[..text.len().min(300)])
+            ),
+        );
+        let mut r = Response::new(full(text));
+        *r.status_mut() = status;
+        *r.headers_mut() = response_headers;
+        return Ok(r);
+    }
+    let streamed = response_headers
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let body = relay_body(
+        answer,
+        streamed,
+        status.is_success(),
+        asked_model,
+        shared.clone(),
+    );
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    *r.headers_mut() = response_headers;
+    Ok(r)
+}
+
+/// Refuses a request once the sample's budget is spent.
+fn over_budget(shared: &Shared) -> Result<(), (StatusCode, String)> {
+    let Some(max) = shared.grant.max_cost else {
+        return Ok(());
+    };
+    let Ok(mut usage) = shared.usage.lock() else {
+        return Ok(());
+    };
+    let spent = match usage.cost_usd {
+        Some(c) if c < max => return Ok(()),
+        None if usage.requests == 0 => return Ok(()),
+        Some(c) => format!("its budget of ${max:.2} is spent (${c:.4})"),
+        None => format!(
+            "a budget of ${max:.2} cannot be held: {} is not in the price table",
+            usage.unpriced_models.join(", ")
+        ),
+    };
+    usage.refused_over_budget += 1;
+    Err((
+        StatusCode::BAD_REQUEST,
+        format!("the harness's gateway refuses this request: {spent}"),
+    ))
+}
+
+fn api_failure(shared: &Shared, why: &str) {
+    if let Ok(mut u) = shared.usage.lock() {
+        u.requests += 1;
+        u.api_errors += 1;
+        u.ended_on_api_error = true;
+        u.last_api_error = Some(why.to_string());
+    }
+}
+
+/// The answer's body streamed back as it comes, read for its usage on the way; counted
+/// when it ends (or the agent hangs up).
+fn relay_body(
+    answer: reqwest::Response,
+    streamed: bool,
+    counted: bool,
+    asked_model: String,
+    shared: Arc<Shared>,
+) -> Body {
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
+    tokio::spawn(async move {
+        let mut reader = UsageReader::new(streamed);
+        let mut chunks = answer.bytes_stream();
+        let mut listening = true;
+        while let Some(chunk) = chunks.next().await {
+            match chunk {
+                Ok(bytes) => {
+                    reader.feed(&bytes);
+                    if listening && tx.send(Ok(Frame::data(bytes))).await.is_err() {
+                        listening = false;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                    break;
+                }
+            }
+        }
+        let (model, tokens) = reader.finish();
+        let model = if model.is_empty() { asked_model } else { model };
+        if let Ok(mut u) = shared.usage.lock() {
+            u.requests += 1;
+            u.ended_on_api_error = false;
+            if counted {
+                u.add(&model, &tokens, &shared.prices);
+            }
+        }
+    });
+    BodyExt::boxed(StreamBody::new(rx))
+}

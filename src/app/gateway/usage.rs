@@ -1,0 +1,287 @@
+//! What a model's answers cost: the tokens each response reports (Anthropic's Messages,
+//! OpenAI's Responses and Chat Completions, streamed or whole), priced by a table of
+//! dollars per million tokens. Pure: bytes in, counts out.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Dollars per million tokens of one model.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+}
+
+/// Prices by model name (agents.toml's `[price."MODEL"]`).
+pub type Prices = BTreeMap<String, Price>;
+
+/// The tokens of one response, as the provider counted them (input excludes cached input).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// What one sample's agent spent through the gateway.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Requests forwarded to the provider (refused ones are not).
+    pub requests: u64,
+    /// Of those, the ones the provider failed (429, 5xx, 529 overloaded, no connection).
+    pub api_errors: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// Dollars by the price table; `None` when a model answered that the table does not
+    /// price (never a guess, never zero for unknown).
+    pub cost_usd: Option<f64>,
+    /// Models that answered, and those of them the table does not price.
+    pub models: Vec<String>,
+    pub unpriced_models: Vec<String>,
+    /// The last API failure the provider gave ("429 rate_limit_error ..."), if any.
+    pub last_api_error: Option<String>,
+    /// Whether the last request the agent made failed for an API reason.
+    pub ended_on_api_error: bool,
+    /// Requests refused because the sample's budget was spent.
+    pub refused_over_budget: u64,
+}
+
+impl Usage {
+    /// Adds one answered request of `model` with `tokens`.
+    pub fn add(&mut self, model: &str, tokens: &Tokens, prices: &Prices) {
+        self.input_tokens += tokens.input;
+        self.output_tokens += tokens.output;
+        self.cache_read_tokens += tokens.cache_read;
+        self.cache_write_tokens += tokens.cache_write;
+        if !model.is_empty() && !self.models.iter().any(|m| m == model) {
+            self.models.push(model.to_string());
+        }
+        match price_of(prices, model) {
+            Some(p) if self.unpriced_models.is_empty() => {
+                *self.cost_usd.get_or_insert(0.0) += cost(p, tokens);
+            }
+            Some(_) => {}
+            None => {
+                if !self.unpriced_models.iter().any(|m| m == model) {
+                    self.unpriced_models.push(model.to_string());
+                }
+                self.cost_usd = None;
+            }
+        }
+    }
+}
+
+/// A model's price: its exact name, else the longest table name it starts with
+/// ("claude-sonnet-4-5-20250929" priced as "claude-sonnet-4-5").
+pub fn price_of<'a>(prices: &'a Prices, model: &str) -> Option<&'a Price> {
+    prices.get(model).or_else(|| {
+        prices
+            .iter()
+            .filter(|(name, _)| model.starts_with(name.as_str()))
+            .max_by_key(|(name, _)| name.len())
+            .map(|(_, p)| p)
+    })
+}
+
+fn cost(p: &Price, t: &Tokens) -> f64 {
+    let per = |n: u64, dollars: f64| n as f64 * dollars / 1e6;
+    per(t.input, p.input)
+        + per(t.output, p.output)
+        + per(t.cache_read, p.cache_read.unwrap_or(p.input))
+        + per(t.cache_write, p.cache_write.unwrap_or(p.input))
+}
+
+/// Reads the usage a response reports, from its whole JSON body or from its server-sent
+/// events as they stream by (fed in pieces, split anywhere).
+#[derive(Debug, Default)]
+pub struct UsageReader {
+    pending: Vec<u8>,
+    whole: Vec<u8>,
+    streamed: bool,
+    pub tokens: Tokens,
+    pub model: String,
+    too_long: bool,
+}
+
+/// A response body over this is not read for usage (a model's answer is far smaller).
+const MAX_BODY: usize = 64 << 20;
+
+impl UsageReader {
+    pub fn new(event_stream: bool) -> UsageReader {
+        UsageReader {
+            streamed: event_stream,
+            ..UsageReader::default()
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if !self.streamed {
+            if self.whole.len() + bytes.len() <= MAX_BODY {
+                self.whole.extend_from_slice(bytes);
+            } else {
+                self.too_long = true;
+            }
+            return;
+        }
+        self.pending.extend_from_slice(bytes);
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            if let Some(data) = line.trim_end().strip_prefix("data:")
+                && let Ok(event) = serde_json::from_str::<Value>(data.trim())
+            {
+                self.read_event(&event);
+            }
+        }
+        if self.pending.len() > MAX_BODY {
+            self.pending.clear();
+        }
+    }
+
+    /// The tokens and model once the body has ended.
+    pub fn finish(mut self) -> (String, Tokens) {
+        if !self.streamed
+            && !self.too_long
+            && let Ok(body) = serde_json::from_slice::<Value>(&self.whole)
+        {
+            self.read_event(&body);
+        }
+        (self.model, self.tokens)
+    }
+
+    /// One event or body: usage at its top, in `message` (Anthropic's message_start) or in
+    /// `response` (OpenAI's response.completed). Counts only grow within a response
+    /// (Anthropic's message_delta repeats the output so far).
+    fn read_event(&mut self, event: &Value) {
+        for holder in [event, &event["message"], &event["response"]] {
+            if let Some(m) = holder["model"].as_str()
+                && self.model.is_empty()
+            {
+                self.model = m.to_string();
+            }
+            let u = &holder["usage"];
+            if u.is_object() {
+                let t = tokens_of(u);
+                let n = &mut self.tokens;
+                n.input = n.input.max(t.input);
+                n.output = n.output.max(t.output);
+                n.cache_read = n.cache_read.max(t.cache_read);
+                n.cache_write = n.cache_write.max(t.cache_write);
+            }
+        }
+    }
+}
+
+/// One usage object in either provider's words.
+fn tokens_of(u: &Value) -> Tokens {
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    if u.get("prompt_tokens").is_some() || u.get("input_tokens_details").is_some() {
+        // OpenAI: input (prompt) tokens include the cached ones.
+        let input = n(&u["input_tokens"]) + n(&u["prompt_tokens"]);
+        let cached = n(&u["input_tokens_details"]["cached_tokens"])
+            + n(&u["prompt_tokens_details"]["cached_tokens"]);
+        return Tokens {
+            input: input.saturating_sub(cached),
+            output: n(&u["output_tokens"]) + n(&u["completion_tokens"]),
+            cache_read: cached,
+            cache_write: 0,
+        };
+    }
+    Tokens {
+        input: n(&u["input_tokens"]),
+        output: n(&u["output_tokens"]),
+        cache_read: n(&u["cache_read_input_tokens"]),
+        cache_write: n(&u["cache_creation_input_tokens"]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prices() -> Prices {
+        let mut p = Prices::new();
+        p.insert(
+            "claude-x".into(),
+            Price {
+                input: 3.0,
+                output: 15.0,
+                cache_read: Some(0.3),
+                cache_write: Some(3.75),
+            },
+        );
+        p
+    }
+
+    #[test]
+    fn an_anthropic_stream_split_anywhere_reads_its_final_counts() {
+        let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-x-1\",\"usage\":{\"input_tokens\":100,\"output_tokens\":1,\"cache_read_input_tokens\":10,\"cache_creation_input_tokens\":5}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":20}}\n\n";
+        for cut in [1, 7, 50, 151, stream.len() - 1] {
+            let mut r = UsageReader::new(true);
+            r.feed(&stream.as_bytes()[..cut]);
+            r.feed(&stream.as_bytes()[cut..]);
+            let (model, t) = r.finish();
+            assert_eq!(model, "claude-x-1");
+            assert_eq!(
+                t,
+                Tokens {
+                    input: 100,
+                    output: 20,
+                    cache_read: 10,
+                    cache_write: 5
+                }
+            );
+        }
+        let mut u = Usage::default();
+        u.add(
+            "claude-x-1",
+            &Tokens {
+                input: 1_000_000,
+                output: 1_000_000,
+                cache_read: 1_000_000,
+                cache_write: 0,
+            },
+            &prices(),
+        );
+        assert!((u.cost_usd.unwrap() - 18.3).abs() < 1e-9, "{u:?}");
+    }
+
+    #[test]
+    fn openai_counts_cached_input_once_and_unknown_models_have_no_cost() {
+        let body = br#"{"model":"gpt-z","usage":{"input_tokens":1000,"input_tokens_details":{"cached_tokens":400},"output_tokens":50}}"#;
+        let mut r = UsageReader::new(false);
+        r.feed(body);
+        let (model, t) = r.finish();
+        assert_eq!((t.input, t.cache_read, t.output), (600, 400, 50));
+        let mut u = Usage::default();
+        u.add(&model, &t, &prices());
+        u.add(
+            "claude-x",
+            &Tokens {
+                input: 1,
+                ..Tokens::default()
+            },
+            &prices(),
+        );
+        assert_eq!(
+            u.cost_usd, None,
+            "an unpriced model leaves the cost unknown"
+        );
+        assert_eq!(u.unpriced_models, vec!["gpt-z".to_string()]);
+        let chat = "data: {\"model\":\"m\",\"choices\":[]}\n\ndata: {\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\ndata: [DONE]\n\n";
+        let mut r = UsageReader::new(true);
+        r.feed(chat.as_bytes());
+        let (_, t) = r.finish();
+        assert_eq!((t.input, t.cache_read, t.output), (5, 2, 3));
+    }
+}
