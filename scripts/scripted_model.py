@@ -13,7 +13,8 @@ conversation, so every conversation plays the script from its start; once the st
 done, the final text. A request without tools (a title, a summary) gets "ok". Each status in
 "errors" answers one request, in order, before any is answered (a provider's 429 or 529).
 Every response reports "usage". LOG.jsonl gets one line per request: path, model, the
-credential headers as received, and what was answered. Binds 127.0.0.1 on a free port,
+credential headers as received, the tool results the conversation holds, and what was
+answered. Binds 127.0.0.1 on a free port,
 written to PORT_FILE once it listens."""
 import argparse
 import http.server
@@ -144,6 +145,30 @@ def chat(script, body):
 ROUTES = {"/v1/messages": anthropic, "/v1/responses": responses, "/v1/chat/completions": chat}
 
 
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(text_of(c.get("text", c.get("content", ""))) if isinstance(c, dict) else str(c)
+                         for c in content)
+    return ""
+
+
+def tool_results(body):
+    """What the agent's tools gave back so far, in any of the three APIs."""
+    out = []
+    for m in body.get("messages", []):
+        if m.get("role") == "tool":
+            out.append(text_of(m.get("content")))
+        elif isinstance(m.get("content"), list):
+            out += [text_of(c.get("content")) for c in m["content"]
+                    if isinstance(c, dict) and c.get("type") == "tool_result"]
+    for i in body.get("input") if isinstance(body.get("input"), list) else []:
+        if isinstance(i, dict) and i.get("type") == "function_call_output":
+            out.append(text_of(i.get("output")))
+    return out
+
+
 def handler(script, log):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -178,7 +203,8 @@ def handler(script, log):
             path = self.path.split("?")[0]
             entry = {"path": path, "model": body.get("model"), "stream": bool(body.get("stream")),
                      "x-api-key": self.headers.get("x-api-key"),
-                     "authorization": self.headers.get("authorization")}
+                     "authorization": self.headers.get("authorization"),
+                     "tool_results": tool_results(body)}
             route = ROUTES.get(path)
             if route is None:
                 self.record(dict(entry, answered=404))

@@ -26,6 +26,7 @@ mod newcomer;
 mod ops;
 mod papercuts;
 mod partition;
+mod real_agents;
 mod run_store;
 mod sharing;
 mod simulated;
