@@ -588,7 +588,7 @@ mod tests {
         );
         assert!(task.image_files.iter().any(|(to, _)| to == CHECK_SCRIPT));
         let check = std::fs::read_to_string(made[0].join("gso_tests/check.py")).unwrap();
-        assert!(check.contains("test.check_equivalence(reference, current)"));
+        assert!(check.contains("test.check_equivalence(reference, current())"));
         assert_eq!(
             task.benches[1].output_check,
             crate::core::task::OutputCheck::File {
