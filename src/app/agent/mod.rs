@@ -395,6 +395,11 @@ pub async fn run_batch(
                         r.usage.as_ref().map(spent).unwrap_or_default(),
                         r.log_path.display()
                     ));
+                    if let Some(why) = api_failure(&r) {
+                        // Not the model's outcome: no row, so the next run tries it again.
+                        failures.push(format!("{}/{sample}: {why}", task.id));
+                        continue;
+                    }
                     if let Some(why) = &r.stopped {
                         failures.push(format!("{}/{sample}: {why}", task.id));
                     }
@@ -418,6 +423,21 @@ pub async fn run_batch(
     })
 }
 
+/// Why a run is not the model's outcome, if its agent failed for an API reason: its last
+/// request to the provider failed (429, 5xx, overloaded, no connection) and it then exited
+/// with an error or changed nothing. The LoCoDiff rule: such a run is retried, a run whose
+/// model produced a bad patch never is.
+pub fn api_failure(r: &AgentRun) -> Option<String> {
+    let u = r.usage.as_ref()?;
+    let failed = r.stopped.is_none() && (r.exit_code != Some(0) || r.patch.is_empty());
+    (u.ended_on_api_error && failed).then(|| {
+        format!(
+            "the agent failed for an API reason (no patch saved; the next run retries it): {}",
+            u.last_api_error.as_deref().unwrap_or("the provider failed")
+        )
+    })
+}
+
 /// ", 12 requests (1 failed), 3400 in + 800 out tokens (1200 cached), $0.0213".
 pub fn spent(u: &crate::app::gateway::Usage) -> String {
     format!(
@@ -434,9 +454,17 @@ pub fn spent(u: &crate::app::gateway::Usage) -> String {
         u.cache_write_tokens,
         match u.cost_usd {
             Some(c) => format!("${c:.4}"),
+            None if u.unpriced_models.is_empty() => "$0".to_string(),
             None => format!("cost unknown ({} not priced)", u.unpriced_models.join(", ")),
         }
-    )
+    ) + &if u.refused_over_budget > 0 {
+        format!(
+            "; its budget was spent ({} request(s) refused)",
+            u.refused_over_budget
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// Where agents' patches are saved: `<results>/agents/<agent>.predictions.jsonl`.

@@ -235,3 +235,6 @@ pub fn upstream(
         key,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -210,14 +210,16 @@ fn over_budget(shared: &Shared) -> Result<(), (StatusCode, String)> {
     let Ok(mut usage) = shared.usage.lock() else {
         return Ok(());
     };
-    let spent = match usage.cost_usd {
-        Some(c) if c < max => return Ok(()),
-        None if usage.requests == 0 => return Ok(()),
-        Some(c) => format!("its budget of ${max:.2} is spent (${c:.4})"),
-        None => format!(
+    let spent = if !usage.unpriced_models.is_empty() {
+        format!(
             "a budget of ${max:.2} cannot be held: {} is not in the price table",
             usage.unpriced_models.join(", ")
-        ),
+        )
+    } else {
+        match usage.cost_usd {
+            Some(c) if c >= max => format!("its budget of ${max:.2} is spent (${c:.4})"),
+            _ => return Ok(()),
+        }
     };
     usage.refused_over_budget += 1;
     Err((

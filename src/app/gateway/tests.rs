@@ -1,0 +1,149 @@
+//! The gateway against the scripted model server (scripts/scripted_model.py), over its real
+//! unix socket: what it refuses, what it forwards (with the key, never the token), what it
+//! counts, and the budget.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+
+struct Server(std::process::Child, u16, std::path::PathBuf);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scripted(dir: &Path) -> Server {
+    let script = dir.join("script.json");
+    std::fs::write(
+        &script,
+        r#"{"steps": ["echo hi"], "errors": [429],
+            "usage": {"input_tokens": 1000, "output_tokens": 100}}"#,
+    )
+    .unwrap();
+    let port = dir.join("port");
+    let log = dir.join("log.jsonl");
+    let child = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/scripted_model.py"))
+        .arg("--script")
+        .arg(&script)
+        .arg("--port-file")
+        .arg(&port)
+        .arg("--log")
+        .arg(&log)
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if let Ok(p) = std::fs::read_to_string(&port) {
+            return Server(child, p.trim().parse().unwrap(), log);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the scripted server did not start");
+}
+
+/// One request over the socket: (status, body).
+async fn ask(socket: &Path, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    let mut s = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: gateway\r\nx-api-key: {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text[9..12].parse().unwrap();
+    (status, text)
+}
+
+async fn settled(gw: &Gateway, requests: u64) -> Usage {
+    for _ in 0..50 {
+        let u = gw.usage();
+        if u.requests >= requests {
+            return u;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gw.usage()
+}
+
+#[tokio::test]
+async fn the_gateway_forwards_with_the_key_counts_refuses_and_keeps_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted(dir.path());
+    let mut prices = Prices::new();
+    prices.insert(
+        "claude-x".into(),
+        Price {
+            input: 3.0,
+            output: 15.0,
+            cache_read: None,
+            cache_write: None,
+        },
+    );
+    let upstream = Upstream {
+        provider: Provider::Anthropic,
+        base_url: format!("http://127.0.0.1:{}", server.1),
+        key: Some("sk-real-key-for-the-provider".into()),
+    };
+    let token = new_token().unwrap();
+    let grant = Grant {
+        token: token.clone(),
+        max_cost: Some(0.01),
+    };
+    let gw = Gateway::start(upstream, grant, prices).await.unwrap();
+    let socket = gw.socket();
+    let body =
+        r#"{"model": "claude-x", "stream": true, "messages": [], "tools": [{"name": "Bash"}]}"#;
+
+    let (status, _) = ask(&socket, "POST", "/v1/messages", "sk-guess", body).await;
+    assert_eq!(status, 401, "another token");
+    let (status, _) = ask(&socket, "POST", "/v1/complete", &token, body).await;
+    assert_eq!(status, 404, "not a model endpoint");
+    assert_eq!(gw.usage().requests, 0, "refusals are not forwarded");
+
+    // The provider's 429: passed back, counted as an API failure.
+    let (status, text) = ask(&socket, "POST", "/v1/messages?beta=true", &token, body).await;
+    assert_eq!(status, 429, "{text}");
+    let u = settled(&gw, 1).await;
+    assert_eq!((u.api_errors, u.ended_on_api_error), (1, true), "{u:?}");
+    assert!(u.last_api_error.as_deref().unwrap_or("").contains("429"));
+
+    // Answers stream back and are counted: 1000 in, 100 out, $0.0045 each.
+    let (status, text) = ask(&socket, "POST", "/v1/messages", &token, body).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains("message_stop") && text.contains("echo hi"),
+        "{text}"
+    );
+    let u = settled(&gw, 2).await;
+    assert!(!u.ended_on_api_error);
+    assert_eq!((u.input_tokens, u.output_tokens), (1000, 100), "{u:?}");
+    assert!((u.cost_usd.unwrap() - 0.0045).abs() < 1e-12, "{u:?}");
+    for n in 3..=4 {
+        let (status, _) = ask(&socket, "POST", "/v1/messages", &token, body).await;
+        assert_eq!(status, 200);
+        settled(&gw, n).await;
+    }
+    // $0.0135 spent of $0.01: refused, said, not forwarded.
+    let (status, text) = ask(&socket, "POST", "/v1/messages", &token, body).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("budget of $0.01 is spent"), "{text}");
+    let u = gw.stop();
+    assert_eq!((u.requests, u.refused_over_budget), (4, 1), "{u:?}");
+
+    // The provider saw the key on every request, never the token.
+    let log = std::fs::read_to_string(&server.2).unwrap();
+    assert_eq!(log.lines().count(), 4, "{log}");
+    for line in log.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["x-api-key"], "sk-real-key-for-the-provider", "{r}");
+    }
+    assert!(!log.contains(&token));
+}
