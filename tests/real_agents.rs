@@ -46,13 +46,15 @@ fn scripted_model(dir: &Path, steps: &[&str]) -> ScriptedModel {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    let mut server = ScriptedModel {
+        child,
+        port: 0,
+        log,
+    };
     for _ in 0..100 {
         if let Ok(p) = std::fs::read_to_string(&port_file) {
-            return ScriptedModel {
-                child,
-                port: p.trim().parse().unwrap(),
-                log,
-            };
+            server.port = p.trim().parse().unwrap();
+            return server;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }

@@ -38,9 +38,11 @@ fn scripted(dir: &Path) -> Server {
         .arg(&log)
         .spawn()
         .unwrap();
+    let mut server = Server(child, 0, log);
     for _ in 0..100 {
         if let Ok(p) = std::fs::read_to_string(&port) {
-            return Server(child, p.trim().parse().unwrap(), log);
+            server.1 = p.trim().parse().unwrap();
+            return server;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
