@@ -204,7 +204,8 @@ def handler(script, log):
             entry = {"path": path, "model": body.get("model"), "stream": bool(body.get("stream")),
                      "x-api-key": self.headers.get("x-api-key"),
                      "authorization": self.headers.get("authorization"),
-                     "tool_results": tool_results(body)}
+                     "tool_results": tool_results(body),
+                     "tools": [t.get("name") or t.get("type") for t in body.get("tools", []) if isinstance(t, dict)]}
             route = ROUTES.get(path)
             if route is None:
                 self.record(dict(entry, answered=404))

@@ -454,10 +454,19 @@ pub fn spent(u: &crate::app::gateway::Usage) -> String {
         u.cache_write_tokens,
         match u.cost_usd {
             Some(c) => format!("${c:.4}"),
-            None if u.unpriced_models.is_empty() => "$0".to_string(),
+            None if u.unpriced_models.is_empty() && u.unreported + u.in_flight == 0 => {
+                "$0".to_string()
+            }
             None => format!("cost unknown ({} not priced)", u.unpriced_models.join(", ")),
         }
-    ) + &if u.refused_over_budget > 0 {
+    ) + &if u.unreported + u.in_flight > 0 {
+        format!(
+            " ({} answer(s) without usage, {} cut off at the end: cost unknown)",
+            u.unreported, u.in_flight
+        )
+    } else {
+        String::new()
+    } + &if u.refused_over_budget > 0 {
         format!(
             "; its budget was spent ({} request(s) refused)",
             u.refused_over_budget

@@ -7,6 +7,7 @@
 //! never in the container: not in its environment, files or processes.
 
 mod proxy;
+mod request;
 pub mod usage;
 
 use std::path::{Path, PathBuf};
@@ -94,6 +95,8 @@ struct Shared {
     prices: Prices,
     usage: Mutex<Usage>,
     client: reqwest::Client,
+    /// With a budget: one request at a time (see proxy::forward).
+    one_at_a_time: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// A running gateway: its socket's folder (to bind-mount), and what was spent through it.
@@ -121,11 +124,17 @@ impl Gateway {
         // what the gateway checks); the folder holds nothing else.
         set_mode(dir.path(), 0o755)?;
         set_mode(&socket, 0o666)?;
+        // No redirects: one would carry the key's header to wherever it pointed.
         let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(std::time::Duration::from_secs(30))
             .build()
             .context("cannot make the gateway's HTTP client")?;
+        let one_at_a_time = grant
+            .max_cost
+            .map(|_| Arc::new(tokio::sync::Semaphore::new(1)));
         let shared = Arc::new(Shared {
+            one_at_a_time,
             upstream,
             grant,
             prices,
@@ -173,12 +182,16 @@ impl Gateway {
         self.shared.upstream.key.as_deref()
     }
 
+    /// What was spent so far; the dollars only where every answer was counted and priced.
     pub fn usage(&self) -> Usage {
-        self.shared
+        let mut u = self
+            .shared
             .usage
             .lock()
             .map(|u| u.clone())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        u.cost_usd = u.known_cost();
+        u
     }
 
     /// Stops serving; what was spent.
@@ -186,6 +199,26 @@ impl Gateway {
         self.server.abort();
         self.usage()
     }
+}
+
+/// `url` (or a message holding it) without a user name or password in it.
+pub fn shown_url(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail.find(['/', ' ', '"', ')']).unwrap_or(tail.len());
+        let authority = &tail[..end];
+        out.push_str(
+            authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host),
+        );
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<()> {

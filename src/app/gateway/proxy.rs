@@ -20,15 +20,23 @@ type Body = BoxBody<Bytes, std::io::Error>;
 
 /// A request body over this is refused (a model request with a whole repository in it is
 /// far smaller).
-const MAX_REQUEST: usize = 32 << 20;
+const MAX_REQUEST: usize = 16 << 20;
+/// Connections a gateway serves at once (a request body is held whole: this bounds what a
+/// run's agent can make the host hold).
+const MAX_CONNECTIONS: usize = 16;
 
 pub(super) async fn serve(listener: UnixListener, shared: Arc<Shared>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |req| handle(req, shared.clone()));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -113,6 +121,17 @@ async fn forward(
             ),
         ));
     }
+    // With a budget, one request at a time: each is counted before the next is let through,
+    // so concurrent requests cannot spend past it (at most the one that crosses it).
+    let turn = match &shared.one_at_a_time {
+        Some(s) => Some(s.clone().acquire_owned().await.map_err(|_| {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the gateway is stopping".to_string(),
+            )
+        })?),
+        None => None,
+    };
     over_budget(&shared)?;
     let method = req.method().clone();
     let path = req
@@ -131,6 +150,16 @@ async fn forward(
         .await
         .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, format!("the request: {e}")))?
         .to_bytes();
+    let body = match super::request::vetted(provider, &body) {
+        Ok(Some(rewritten)) => Bytes::from(rewritten),
+        Ok(None) => body,
+        Err(why) => {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!("the harness's gateway refuses this request: {why}"),
+            ));
+        }
+    };
     let asked_model = serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| v["model"].as_str().map(str::to_string))
@@ -159,7 +188,11 @@ async fn forward(
     let answer = match sent {
         Ok(a) => a,
         Err(e) => {
-            let why = format!("cannot reach {}: {e}", shared.upstream.base_url);
+            let why = format!(
+                "cannot reach {}: {}",
+                super::shown_url(&shared.upstream.base_url),
+                super::shown_url(&e.to_string())
+            );
             api_failure(&shared, &why);
             return Err((StatusCode::BAD_GATEWAY, why));
         }
@@ -195,6 +228,7 @@ async fn forward(
         status.is_success(),
         asked_model,
         shared.clone(),
+        turn,
     );
     let mut r = Response::new(body);
     *r.status_mut() = status;
@@ -245,9 +279,14 @@ fn relay_body(
     counted: bool,
     asked_model: String,
     shared: Arc<Shared>,
+    turn: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Body {
     let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
+    if let Ok(mut u) = shared.usage.lock() {
+        u.in_flight += 1;
+    }
     tokio::spawn(async move {
+        let _turn = turn;
         let mut reader = UsageReader::new(streamed);
         let mut chunks = answer.bytes_stream();
         let mut listening = true;
@@ -268,10 +307,14 @@ fn relay_body(
         let (model, tokens) = reader.finish();
         let model = if model.is_empty() { asked_model } else { model };
         if let Ok(mut u) = shared.usage.lock() {
+            u.in_flight -= 1;
             u.requests += 1;
             u.ended_on_api_error = false;
-            if counted {
-                u.add(&model, &tokens, &shared.prices);
+            match tokens {
+                Some(t) if counted => u.add(&model, &t, &shared.prices),
+                // An answer that reports no usage has an unknown cost, never zero.
+                None if counted => u.unreported += 1,
+                _ => {}
             }
         }
     });

@@ -149,3 +149,52 @@ async fn the_gateway_forwards_with_the_key_counts_refuses_and_keeps_the_budget()
     }
     assert!(!log.contains(&token));
 }
+
+#[tokio::test]
+async fn concurrent_requests_cannot_spend_past_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted(dir.path());
+    let mut prices = Prices::new();
+    prices.insert(
+        "claude-x".into(),
+        Price {
+            input: 3.0,
+            output: 15.0,
+            cache_read: None,
+            cache_write: None,
+        },
+    );
+    let upstream = Upstream {
+        provider: Provider::Anthropic,
+        base_url: format!("http://127.0.0.1:{}", server.1),
+        key: None,
+    };
+    let token = new_token().unwrap();
+    let grant = Grant {
+        token: token.clone(),
+        max_cost: Some(0.001),
+    };
+    let gw = Gateway::start(upstream, grant, prices).await.unwrap();
+    let socket = gw.socket();
+    let body = r#"{"model": "claude-x", "messages": [], "tools": [{"name": "Bash"}, {"type": "web_search_20250305", "name": "web_search"}]}"#;
+    // The scripted 429 first, then 20 at once: $0.0045 each against a budget of $0.001.
+    ask(&socket, "POST", "/v1/messages", &token, body).await;
+    let asks: Vec<_> = (0..20)
+        .map(|_| {
+            let (socket, token) = (socket.clone(), token.clone());
+            tokio::spawn(async move { ask(&socket, "POST", "/v1/messages", &token, body).await })
+        })
+        .collect();
+    let mut answered = 0;
+    for a in asks {
+        if a.await.unwrap().0 == 200 {
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 1, "one answer crosses the budget, no more");
+    let u = gw.stop();
+    assert_eq!(u.refused_over_budget, 19, "{u:?}");
+    // The provider's own tools never reached it.
+    let log = std::fs::read_to_string(&server.2).unwrap();
+    assert!(!log.contains("web_search"), "{log}");
+}

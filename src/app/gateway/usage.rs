@@ -54,6 +54,22 @@ pub struct Usage {
     pub ended_on_api_error: bool,
     /// Requests refused because the sample's budget was spent.
     pub refused_over_budget: u64,
+    /// Answers that reported no usage (their cost is unknown).
+    #[serde(default)]
+    pub unreported: u64,
+    /// Answers still streaming when the gateway stopped (their cost is unknown).
+    #[serde(default)]
+    pub in_flight: u64,
+}
+
+impl Usage {
+    /// The dollars, when every answer was counted and priced.
+    pub fn known_cost(&self) -> Option<f64> {
+        if self.unreported > 0 || self.in_flight > 0 {
+            return None;
+        }
+        self.cost_usd
+    }
 }
 
 impl Usage {
@@ -81,15 +97,16 @@ impl Usage {
     }
 }
 
-/// A model's price: its exact name, else the longest table name it starts with
-/// ("claude-sonnet-4-5-20250929" priced as "claude-sonnet-4-5").
+/// A model's price: its exact name, else a dated snapshot of a name in the table
+/// ("claude-sonnet-4-5-20250929" or "gpt-5-2025-08-07" priced as the name); never a longer
+/// name that merely starts with one ("gpt-5-pro" is not "gpt-5").
 pub fn price_of<'a>(prices: &'a Prices, model: &str) -> Option<&'a Price> {
     prices.get(model).or_else(|| {
-        prices
-            .iter()
-            .filter(|(name, _)| model.starts_with(name.as_str()))
-            .max_by_key(|(name, _)| name.len())
-            .map(|(_, p)| p)
+        prices.iter().find_map(|(name, p)| {
+            let date = model.strip_prefix(name.as_str())?.strip_prefix('-')?;
+            let digits = date.chars().filter(char::is_ascii_digit).count();
+            (digits == 8 && date.chars().all(|c| c.is_ascii_digit() || c == '-')).then_some(p)
+        })
     })
 }
 
@@ -111,6 +128,7 @@ pub struct UsageReader {
     pub tokens: Tokens,
     pub model: String,
     too_long: bool,
+    saw_usage: bool,
 }
 
 /// A response body over this is not read for usage (a model's answer is far smaller).
@@ -148,15 +166,15 @@ impl UsageReader {
         }
     }
 
-    /// The tokens and model once the body has ended.
-    pub fn finish(mut self) -> (String, Tokens) {
+    /// The model and tokens once the body has ended (None: it reported no usage).
+    pub fn finish(mut self) -> (String, Option<Tokens>) {
         if !self.streamed
             && !self.too_long
             && let Ok(body) = serde_json::from_slice::<Value>(&self.whole)
         {
             self.read_event(&body);
         }
-        (self.model, self.tokens)
+        (self.model, self.saw_usage.then_some(self.tokens))
     }
 
     /// One event or body: usage at its top, in `message` (Anthropic's message_start) or in
@@ -171,6 +189,7 @@ impl UsageReader {
             }
             let u = &holder["usage"];
             if u.is_object() {
+                self.saw_usage = true;
                 let t = tokens_of(u);
                 let n = &mut self.tokens;
                 n.input = n.input.max(t.input);
@@ -231,6 +250,7 @@ mod tests {
             r.feed(&stream.as_bytes()[..cut]);
             r.feed(&stream.as_bytes()[cut..]);
             let (model, t) = r.finish();
+            let t = t.unwrap();
             assert_eq!(model, "claude-x-1");
             assert_eq!(
                 t,
@@ -244,7 +264,7 @@ mod tests {
         }
         let mut u = Usage::default();
         u.add(
-            "claude-x-1",
+            "claude-x-20250929",
             &Tokens {
                 input: 1_000_000,
                 output: 1_000_000,
@@ -262,6 +282,7 @@ mod tests {
         let mut r = UsageReader::new(false);
         r.feed(body);
         let (model, t) = r.finish();
+        let t = t.unwrap();
         assert_eq!((t.input, t.cache_read, t.output), (600, 400, 50));
         let mut u = Usage::default();
         u.add(&model, &t, &prices());
@@ -282,6 +303,23 @@ mod tests {
         let mut r = UsageReader::new(true);
         r.feed(chat.as_bytes());
         let (_, t) = r.finish();
+        let t = t.unwrap();
         assert_eq!((t.input, t.cache_read, t.output), (5, 2, 3));
+        let mut r = UsageReader::new(true);
+        r.feed(b"data: {\"model\":\"m\",\"choices\":[]}\n\ndata: [DONE]\n\n");
+        assert_eq!(r.finish().1, None, "no usage reported is not zero");
+        let mut p = prices();
+        p.insert(
+            "gpt-5".into(),
+            Price {
+                input: 1.0,
+                output: 1.0,
+                cache_read: None,
+                cache_write: None,
+            },
+        );
+        assert!(price_of(&p, "gpt-5-2025-08-07").is_some());
+        assert!(price_of(&p, "claude-x-20250929").is_some());
+        assert!(price_of(&p, "gpt-5-pro").is_none() && price_of(&p, "gpt-5.2-pro").is_none());
     }
 }
