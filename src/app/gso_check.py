@@ -14,8 +14,9 @@ from the child's start it imports and opens nothing (it ran the check once befor
 result against itself, so what the check needs is loaded). A result that is not plain data
 is not equivalent, said as such.
 
-    python gso_check.py TEST.py            (HARNESS_REFERENCE_OUTPUT, HARNESS_OUTPUT)
-    python gso_check.py --load TEST.py FD  (the child: the file on FD, as JSON on stdout)
+    exec python gso_check.py TEST.py   (HARNESS_REFERENCE_OUTPUT, HARNESS_OUTPUT; exec'd, so
+                                        that no shell of the user above it holds the files)
+    python gso_check.py --load TEST.py REF_FD FD  (the child: the file on FD, as JSON)
 """
 import base64
 import collections
@@ -113,6 +114,76 @@ def to_plain(v, depth=0):
     raise NotPlain("a value of type %s.%s is not plain data" % (t.__module__, t.__qualname__))
 
 
+def materialized(v):
+    """`v`, with an npz file's members read now (numpy loads them lazily, on access)."""
+    t = type(v)
+    if t.__name__ == "NpzFile" and t.__module__.startswith("numpy"):
+        return CarriedNpz((k, v[k]) for k in v.files)
+    return v
+
+
+def carried(v):
+    """`v` as plain data, checked to rebuild into what it was (a carrier that lost a
+    categorical's categories, an index level's dtype or a frame's attrs would make
+    different results equal): NotPlain where it does not."""
+    plain = to_plain(v)
+    same(v, from_plain(plain), "the result")
+    return plain
+
+
+def same(a, b, where):
+    """Raises NotPlain unless `b` is `a` rebuilt exactly (types, dtypes, values, order)."""
+    if type(a) is not type(b):
+        raise NotPlain("%s: a %s rebuilds as a %s" % (where, type(a).__name__, type(b).__name__))
+    np, pd = optional("numpy"), optional("pandas")
+    if pd is not None and isinstance(a, (pd.DataFrame, pd.Series, pd.Index)):
+        try:
+            if isinstance(a, pd.DataFrame):
+                pd.testing.assert_frame_equal(a, b, check_exact=True, check_column_type=True,
+                                              check_index_type=True, check_flags=True)
+            elif isinstance(a, pd.Series):
+                pd.testing.assert_series_equal(a, b, check_exact=True, check_index_type=True,
+                                               check_flags=True)
+            else:
+                pd.testing.assert_index_equal(a, b, exact=True, check_exact=True, check_categorical=True)
+        except AssertionError as e:
+            raise NotPlain("%s: a pandas %s is not carried whole (%s)" % (where, type(a).__name__,
+                                                                         str(e).splitlines()[0]))
+        if getattr(a, "attrs", {}) != getattr(b, "attrs", {}):
+            raise NotPlain("%s: a pandas %s's attrs are not carried" % (where, type(a).__name__))
+        return
+    if np is not None and isinstance(a, (np.ndarray, np.generic)):
+        if a.dtype != b.dtype or np.shape(a) != np.shape(b) or \
+                (a.dtype.kind != "O" and np.asarray(a).tobytes() != np.asarray(b).tobytes()):
+            raise NotPlain("%s: an array of dtype %s is not carried whole" % (where, a.dtype))
+        if a.dtype.kind == "O":
+            for x, y in zip(np.asarray(a).reshape(-1).tolist(), np.asarray(b).reshape(-1).tolist()):
+                same(x, y, where)
+        return
+    if isinstance(a, dict):
+        if list(a) != list(b):
+            raise NotPlain("%s: a dict's keys are not carried whole" % where)
+        for k in a:
+            same(k, next(x for x in b if x == k), where)
+            same(a[k], b[k], where)
+        return
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            raise NotPlain("%s: a %s's length is not carried" % (where, type(a).__name__))
+        for x, y in zip(a, b):
+            same(x, y, where)
+        return
+    if isinstance(a, float):
+        if repr(a) != repr(b):
+            raise NotPlain("%s: a float is not carried whole" % where)
+        return
+    if isinstance(a, (datetime.datetime, datetime.time)) and (a.tzinfo, getattr(a, "fold", 0)) != \
+            (b.tzinfo, getattr(b, "fold", 0)):
+        raise NotPlain("%s: a time's zone is not carried whole" % where)
+    if not (a == b) and not (a != a and b != b):
+        raise NotPlain("%s: a %s is not carried whole" % (where, type(a).__name__))
+
+
 def array_plain(np, a, d):
     kind = a.dtype.kind
     if kind == "O":
@@ -205,15 +276,61 @@ def load_test(path):
     return test
 
 
-def child_main(test_path, fd):
-    """The variant's file, loaded by the test's load_result, as carried data on stdout."""
+CALLS = {"exec", "import", "code.__new__", "function.__new__", "marshal.load", "marshal.loads",
+         "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+         "subprocess.Popen", "ctypes.dlopen", "ctypes.dlsym", "socket.connect", "socket.bind"}
+
+
+def real_name(module, name):
+    """A pickle's (module, name) as Python 3 resolves it (protocol 2 names __builtin__)."""
+    import _compat_pickle
+    module, name = str(module), str(name)
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        return _compat_pickle.NAME_MAPPING[(module, name)]
+    return _compat_pickle.IMPORT_MAPPING.get(module, module), name
+
+
+def child_main(test_path, ref_fd, fd):
+    """The variant's file, loaded by the test's load_result, as carried data on stdout.
+    Whatever a load runs runs here, apart from the judge; and so that the variant's file
+    cannot have this process compute base's answer (untimed) with base's code, its load may
+    resolve only the names loading base's own result resolved (a builtin only if it is a
+    data type) and may run, import or start nothing."""
+    import builtins
     test = load_test(test_path)
+    resolved, armed, refused = set(), [False], []
+
+    def audit(event, args):
+        if not armed[0]:
+            if event == "pickle.find_class":
+                resolved.add(real_name(args[0], args[1]))
+            return
+        why = None
+        if event == "pickle.find_class":
+            module, name = real_name(args[0], args[1])
+            data_builtin = module != "builtins" or (
+                isinstance(getattr(builtins, name, None), type) and name != "type")
+            if (module, name) not in resolved or not data_builtin:
+                why = "its stored result names %s.%s, which base's does not" % (module, name)
+        elif event in CALLS:
+            why = "loading its stored result raised the audit event %r" % event
+        if why:
+            refused.append(why)
+            raise PermissionError(why)
+    sys.addaudithook(audit)
+    test.load_result("/dev/fd/%d" % ref_fd)
+    armed[0] = True
     try:
-        value = to_plain(test.load_result("/dev/fd/%d" % fd))
+        value = materialized(test.load_result("/dev/fd/%d" % fd))
+        armed[0] = False
+        answer = {"value": carried(value)}
     except NotPlain as e:
-        print(json.dumps({"not_plain": str(e)}))
-        return 0
-    sys.stdout.write(json.dumps({"value": value}))
+        answer = {"not_plain": str(e)}
+    except Exception as e:
+        answer = {"failed": "%s: %s" % (type(e).__name__, e)}
+    if refused:
+        answer = {"failed": refused[0] + ": a stored result is data, not code"}
+    sys.stdout.write(json.dumps(answer))
     return 0
 
 
@@ -223,11 +340,14 @@ def no_core():
 
 def load_variant(test_path):
     """The child's answer: ("value", plain) or ("not_plain", why) or ("failed", why)."""
+    ref_fd = os.open(os.environ["HARNESS_REFERENCE_OUTPUT"], os.O_RDONLY)
     fd = os.open(os.environ["HARNESS_OUTPUT"], os.O_RDONLY)
-    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--load", test_path, str(fd)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(fd,),
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--load", test_path,
+                              str(ref_fd), str(fd)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(ref_fd, fd),
                              preexec_fn=no_core)
     os.close(fd)
+    os.close(ref_fd)
     lock_down()
     out, err = child.communicate()
     if child.returncode != 0 or len(out) > MAX_CARRIED:
@@ -237,8 +357,12 @@ def load_variant(test_path):
         answer = json.loads(out)
     except ValueError:
         return "failed", "the variant's stored result was not carried back as data"
+    if not isinstance(answer, dict):
+        return "failed", "the variant's stored result was not carried back as data"
     if "not_plain" in answer:
         return "not_plain", str(answer["not_plain"])
+    if "failed" in answer:
+        return "failed", "loading the variant's stored result failed: %s" % answer["failed"]
     return "value", answer.get("value")
 
 
@@ -251,14 +375,41 @@ def lock_down():
     sys.addaudithook(refuse)
 
 
+def parent_holds_the_reference():
+    """Whether this process's parent, readable by this user, holds base's result open (a
+    shell of the sandbox user that did not exec the check): the child could read it there."""
+    ref = os.stat(os.environ["HARNESS_REFERENCE_OUTPUT"])
+    fds = "/proc/%d/fd" % os.getppid()
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return False
+    for n in names:
+        try:
+            st = os.stat(os.path.join(fds, n))
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (ref.st_dev, ref.st_ino):
+            return True
+    return False
+
+
 def main(test_path):
+    if sys.flags.optimize:
+        print("the check does not run with assertions off (PYTHONOPTIMIZE)", file=sys.stderr)
+        return 1
+    if parent_holds_the_reference():
+        print("the check's parent process holds base's result open, readable by its user "
+              "(run the check with exec)", file=sys.stderr)
+        return 1
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         print("cannot make the check undumpable", file=sys.stderr)
         return 1
     test = load_test(test_path)
     try:
-        reference = from_plain(to_plain(test.load_result(os.environ["HARNESS_REFERENCE_OUTPUT"])))
+        reference = from_plain(carried(materialized(
+            test.load_result(os.environ["HARNESS_REFERENCE_OUTPUT"]))))
     except NotPlain as e:
         print("base's own stored result cannot be carried as data (%s): the variant's cannot be "
               "checked apart from the code that loads it" % e, file=sys.stderr)
@@ -290,6 +441,6 @@ def checked(test, reference, current, prefix):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--load":
-        sys.exit(child_main(sys.argv[2], int(sys.argv[3])))
+    if len(sys.argv) == 5 and sys.argv[1] == "--load":
+        sys.exit(child_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     sys.exit(main(sys.argv[1]))

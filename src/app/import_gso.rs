@@ -316,7 +316,7 @@ fn bench(r: &GsoRow, i: usize) -> toml::Value {
         (
             "equivalence",
             T::from(format!(
-                "{PRELUDE} && python {CHECK_SCRIPT} /gso_test_{i}.py"
+                "{PRELUDE} && exec python {CHECK_SCRIPT} /gso_test_{i}.py"
             )),
         ),
     ])
@@ -593,7 +593,9 @@ mod tests {
             task.benches[1].output_check,
             crate::core::task::OutputCheck::File {
                 path: ".gso-result/result".into(),
-                equivalence: Some(format!("{PRELUDE} && python /gso_check.py /gso_test_1.py")),
+                equivalence: Some(format!(
+                    "{PRELUDE} && exec python /gso_check.py /gso_test_1.py"
+                )),
             }
         );
         assert!(
