@@ -164,19 +164,7 @@ async fn forward(
         .ok()
         .and_then(|v| v["model"].as_str().map(str::to_string))
         .unwrap_or_default();
-    if let Some(key) = &shared.upstream.key {
-        let (name, value) = match provider {
-            super::Provider::Anthropic => ("x-api-key", key.clone()),
-            super::Provider::OpenAi => ("authorization", format!("Bearer {key}")),
-        };
-        let value = HeaderValue::from_str(&value).map_err(|_| {
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the provider's key is not a header value".to_string(),
-            )
-        })?;
-        headers.insert(HeaderName::from_static(name), value);
-    }
+    add_key(&mut headers, &shared.upstream)?;
     let url = format!("{}{path}", shared.upstream.base_url);
     let sent = shared
         .client
@@ -234,6 +222,28 @@ async fn forward(
     *r.status_mut() = status;
     *r.headers_mut() = response_headers;
     Ok(r)
+}
+
+/// The provider's key, in its header (none for a server that needs none).
+fn add_key(
+    headers: &mut HeaderMap,
+    upstream: &super::Upstream,
+) -> Result<(), (StatusCode, String)> {
+    let Some(key) = &upstream.key else {
+        return Ok(());
+    };
+    let (name, value) = match upstream.provider {
+        super::Provider::Anthropic => ("x-api-key", key.clone()),
+        super::Provider::OpenAi => ("authorization", format!("Bearer {key}")),
+    };
+    let value = HeaderValue::from_str(&value).map_err(|_| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the provider's key is not a header value".to_string(),
+        )
+    })?;
+    headers.insert(HeaderName::from_static(name), value);
+    Ok(())
 }
 
 /// Refuses a request once the sample's budget is spent.
