@@ -221,6 +221,13 @@ pub fn shown_url(text: &str) -> String {
     out
 }
 
+impl Drop for Gateway {
+    /// A gateway dropped on an error path stops serving too (its folder goes with it).
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
