@@ -75,10 +75,8 @@ async fn settled(gw: &Gateway, requests: u64) -> Usage {
     gw.usage()
 }
 
-#[tokio::test]
-async fn the_gateway_forwards_with_the_key_counts_refuses_and_keeps_the_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = scripted(dir.path());
+/// A gateway to the scripted server, "claude-x" at $3 / $15 a million tokens.
+async fn gateway(server: &Server, key: Option<String>, max_cost: f64) -> (Gateway, String) {
     let mut prices = Prices::new();
     prices.insert(
         "claude-x".into(),
@@ -92,14 +90,24 @@ async fn the_gateway_forwards_with_the_key_counts_refuses_and_keeps_the_budget()
     let upstream = Upstream {
         provider: Provider::Anthropic,
         base_url: format!("http://127.0.0.1:{}", server.1),
-        key: Some("sk-real-key-for-the-provider".into()),
+        key,
     };
     let token = new_token().unwrap();
     let grant = Grant {
         token: token.clone(),
-        max_cost: Some(0.01),
+        max_cost: Some(max_cost),
     };
-    let gw = Gateway::start(upstream, grant, prices).await.unwrap();
+    (
+        Gateway::start(upstream, grant, prices).await.unwrap(),
+        token,
+    )
+}
+
+#[tokio::test]
+async fn the_gateway_forwards_with_the_key_counts_refuses_and_keeps_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted(dir.path());
+    let (gw, token) = gateway(&server, Some("sk-real-key-for-the-provider".into()), 0.01).await;
     let socket = gw.socket();
     let body =
         r#"{"model": "claude-x", "stream": true, "messages": [], "tools": [{"name": "Bash"}]}"#;
@@ -154,27 +162,7 @@ async fn the_gateway_forwards_with_the_key_counts_refuses_and_keeps_the_budget()
 async fn concurrent_requests_cannot_spend_past_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let server = scripted(dir.path());
-    let mut prices = Prices::new();
-    prices.insert(
-        "claude-x".into(),
-        Price {
-            input: 3.0,
-            output: 15.0,
-            cache_read: None,
-            cache_write: None,
-        },
-    );
-    let upstream = Upstream {
-        provider: Provider::Anthropic,
-        base_url: format!("http://127.0.0.1:{}", server.1),
-        key: None,
-    };
-    let token = new_token().unwrap();
-    let grant = Grant {
-        token: token.clone(),
-        max_cost: Some(0.001),
-    };
-    let gw = Gateway::start(upstream, grant, prices).await.unwrap();
+    let (gw, token) = gateway(&server, None, 0.001).await;
     let socket = gw.socket();
     let body = r#"{"model": "claude-x", "messages": [], "tools": [{"name": "Bash"}, {"type": "web_search_20250305", "name": "web_search"}]}"#;
     // The scripted 429 first, then 20 at once: $0.0045 each against a budget of $0.001.
