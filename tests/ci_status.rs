@@ -76,6 +76,8 @@ fn sample(id: &str, sample: usize, status: Status, detail: &str) -> SampleReport
             test: 0.25,
             measure: 10.0,
         },
+        change: None,
+        agent: None,
         harness_version: "0".into(),
         finished_at: "2026-01-01T00:00:00Z".into(),
         warnings: Vec::new(),

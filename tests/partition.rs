@@ -313,6 +313,8 @@ fn sample(id: &str, n: usize, status: Status, fingerprint: &str) -> SampleReport
         energy: None,
         fingerprint_id: fingerprint.into(),
         seconds: PhaseSeconds::default(),
+        change: None,
+        agent: None,
         harness_version: "0".into(),
         finished_at: "2026-01-01T00:00:00Z".into(),
         warnings: Vec::new(),

@@ -197,6 +197,8 @@ fn claude_code_and_codex_from_pypi_work_through_the_gateway_and_never_hold_the_k
     }
     let tmp = tempfile::tempdir().unwrap();
     let steps = [SNOOP, "cat dedupe.py", EDIT, "python3 test_dedupe.py"];
+    let mut runs = Vec::new();
+    let mut costs = Vec::new();
     for (agent, key_var, key, dataset) in [
         (
             "claude_code",
@@ -261,6 +263,12 @@ fn claude_code_and_codex_from_pypi_work_through_the_gateway_and_never_hold_the_k
             _ => 5.0 * 4600.0 / 1e6,
         };
         assert!((priced - expected).abs() < 1e-9, "{agent}: {priced}");
+        let run_dir = results
+            .join(format!("local-{}", human_commit_of_dedupe().to_lowercase()))
+            .join(agent);
+        reports_show_the_spend(&run_dir, agent, priced);
+        runs.push(run_dir);
+        costs.push(format!("${priced:.4}"));
         if agent == "codex" {
             // The dataset's python ran in the agent's container (the test step) and wrote
             // what it saw into the tree: the token, the relay, never the key.
@@ -271,4 +279,65 @@ fn claude_code_and_codex_from_pypi_work_through_the_gateway_and_never_hold_the_k
             assert!(!patch.contains(&key[7..20]), "{patch}");
         }
     }
+    // compare puts the two agents' costs side by side.
+    let o = run(harness().arg("compare").args(&runs));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("agents' cost"), "{text}");
+    assert!(
+        costs.iter().all(|c| text.contains(c.as_str())),
+        "{costs:?}: {text}"
+    );
+}
+
+/// The run's sample report, summary, results table and page say what the agent spent.
+fn reports_show_the_spend(run_dir: &Path, agent: &str, dollars: f64) {
+    let report = walk(run_dir)
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "report.json"))
+        .unwrap_or_else(|| panic!("{agent}: no report.json under {}", run_dir.display()));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["agent"]["usage"]["requests"], 5, "{report}");
+    assert!(
+        report["agent"]["seconds"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert_eq!(report["change"]["files"], 1, "{report}");
+    let read = |name: &str| std::fs::read_to_string(run_dir.join(name)).unwrap();
+    let shown = format!("${dollars:.4}");
+    let summary = read("summary.md");
+    assert!(
+        summary.contains("agents: 1 sample(s), 5 request(s)") && summary.contains(&shown),
+        "{agent}: {summary}"
+    );
+    let page = read("report.html");
+    assert!(
+        page.contains("id=\"agent-spend\"") && page.contains(&shown),
+        "{agent}"
+    );
+    assert!(
+        page.contains("agent spend") && page.contains("1 file +"),
+        "{agent}"
+    );
+    let csv = read("results.csv");
+    assert!(
+        csv.lines().next().unwrap().contains("agent_cost_usd"),
+        "{csv}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
+    assert_eq!(json["totals"]["agents"]["requests"], 5, "{json}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -24,6 +24,7 @@ pub mod rounds;
 pub mod rule;
 pub mod secrets;
 pub mod settings;
+pub mod spend;
 pub mod stats;
 pub mod status;
 pub mod summary;

@@ -74,6 +74,12 @@ pub struct SampleReport {
     /// The machine fingerprint the sample was measured on (see run.json).
     pub fingerprint_id: String,
     pub seconds: PhaseSeconds,
+    /// The size of the sample's patch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<crate::patch::ChangeSize>,
+    /// What the agent spent making this sample (a predictions row of `harness agent run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<crate::spend::AgentSpend>,
     pub harness_version: String,
     pub finished_at: String,
     /// What the measurement found wrong with the task itself (see

@@ -67,6 +67,8 @@ pub struct Totals {
     pub opt_p_at_k: Vec<(f64, f64)>,
     /// With a list of hacked instances: the score counting them as not optimised.
     pub hack_adjusted: Option<HackAdjusted>,
+    /// What the agents spent over the first K samples, when their rows say.
+    pub agents: Option<crate::spend::SpendTotals>,
 }
 
 /// Opt@K with the instances judged reward hacks counted as not optimised.
@@ -297,6 +299,12 @@ fn totals(info: &RunInfo, instances: Vec<InstanceOutcome>) -> (Vec<InstanceOutco
             .iter()
             .map(|i| i.samples.iter().filter(|s| s.inconclusive).count())
             .sum(),
+        agents: crate::spend::SpendTotals::of(
+            instances
+                .iter()
+                .flat_map(|i| &i.samples)
+                .filter_map(|s| s.agent.as_ref()),
+        ),
         score: opt_at_k_score(opt_commit, instances.len()),
         pass_at_k: pass_at_k_curve(&pass_counts, k as u64),
         opt_at_k: pass_at_k_curve(&opt_counts, k as u64),

@@ -30,6 +30,7 @@ pub fn body(c: &Comparison) -> String {
 }
 
 fn ranking(c: &Comparison) -> String {
+    let agents = c.contenders.iter().any(|ct| ct.agents.is_some());
     let rows = c
         .by_rank()
         .iter()
@@ -57,6 +58,17 @@ fn ranking(c: &Comparison) -> String {
                 Cell::text(&ct.criterion),
                 Cell::text(if ct.complete { "complete" } else { "partial" }),
             ];
+            if agents {
+                let [cost, requests, tokens] = super::text::spend_cells(ct.agents.as_ref());
+                let sort = ct
+                    .agents
+                    .as_ref()
+                    .and_then(|a| a.cost_usd)
+                    .unwrap_or(f64::NAN);
+                row.push(Cell::num(cost, sort));
+                row.push(Cell::text(&requests));
+                row.push(Cell::text(&tokens));
+            }
             row[2].attrs = format!(" data-contender=\"{}\"", esc(&ct.label));
             row
         })
@@ -66,16 +78,21 @@ fn ranking(c: &Comparison) -> String {
             "Ranked by Opt@K on the shared instances; the rank interval is the {:.0}% range of ranks over bootstrap resamples of those instances",
             c.confidence * 100.0
         ),
-        headers: headers(&[
-            "rank",
-            "rank interval",
-            "run",
-            "Opt@K (own instances)",
-            "opt_commit (shared)",
-            "ranked first",
-            "criterion",
-            "state",
-        ]),
+        headers: headers(
+            &[
+                "rank",
+                "rank interval",
+                "run",
+                "Opt@K (own instances)",
+                "opt_commit (shared)",
+                "ranked first",
+                "criterion",
+                "state",
+                "agents' cost",
+                "requests",
+                "tokens",
+            ][..if agents { 11 } else { 8 }],
+        ),
         rows,
         sortable: true,
     };
@@ -171,12 +188,19 @@ fn per_task(c: &Comparison) -> String {
             let outcome = |i: usize| {
                 let o = &t.outcomes[i];
                 Cell::text(&format!(
-                    "{}{}{}",
+                    "{}{}{}{}",
                     o.status,
                     o.speedup_over_base
                         .map(|s| format!(", {s:.2}x over base"))
                         .unwrap_or_default(),
-                    if o.opt_commit { ", opt_commit" } else { "" }
+                    if o.opt_commit { ", opt_commit" } else { "" },
+                    o.agents
+                        .as_ref()
+                        .map(|a| format!(
+                            ", agent {}",
+                            crate::core::spend::dollars_text(a.cost_usd)
+                        ))
+                        .unwrap_or_default()
                 ))
             };
             // Labels, outcomes and reasons wrap: the table fits 1280 px with two long labels.

@@ -54,6 +54,8 @@ pub struct Contender {
     pub rank: Option<RankFigure>,
     /// Instances of the shared set on which it is opt_commit.
     pub shared_opt_commit: usize,
+    /// What its agents spent over its own samples, when their rows say.
+    pub agents: Option<crate::core::spend::SpendTotals>,
 }
 
 /// One task, every contender's outcome and every pair's comparison.
@@ -70,6 +72,8 @@ pub struct Outcome {
     pub status: String,
     pub opt_commit: bool,
     pub speedup_over_base: Option<f64>,
+    /// What its agent spent on this instance's samples, when their rows say.
+    pub agents: Option<crate::core::spend::SpendTotals>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -414,6 +418,7 @@ pub fn compare(
             pass_at_k: s.totals.pass_at_k.clone(),
             opt_at_k_curve: s.totals.opt_at_k.clone(),
             complete: s.totals.complete,
+            agents: s.totals.agents.clone(),
             shared_opt_commit: opt[c].iter().filter(|b| **b).count(),
             rank: Some(rank),
         })
@@ -503,6 +508,11 @@ fn task_row(runs: &[PathBuf], summaries: &[Summary], id: &str, between_run_sd: f
             speedup_over_base: best
                 .and_then(|b| b.opt_stats.as_ref())
                 .map(|st| st.gm_speedup_patch_base),
+            agents: inst.and_then(|i| {
+                crate::core::spend::SpendTotals::of(
+                    i.samples.iter().filter_map(|s| s.agent.as_ref()),
+                )
+            }),
         });
         entries.push(TaskEntry {
             passed,

@@ -23,6 +23,15 @@ pub fn render(c: &Comparison) -> String {
     .iter()
     .map(|h| h.to_string())
     .collect();
+    let agents = c.contenders.iter().any(|ct| ct.agents.is_some());
+    let mut header = header;
+    if agents {
+        header.extend([
+            "agents' cost".to_string(),
+            "requests".into(),
+            "tokens".into(),
+        ]);
+    }
     let mut rows = Vec::new();
     for i in c.by_rank() {
         let ct = &c.contenders[i];
@@ -35,7 +44,7 @@ pub fn render(c: &Comparison) -> String {
             None => ("-".into(), "-".into(), "-".into()),
         };
         // Labels are what tell two runs of one id apart: shown whole, up to 100 characters.
-        rows.push(vec![
+        let mut row = vec![
             rank,
             interval,
             truncate(&ct.label, 100),
@@ -46,9 +55,17 @@ pub fn render(c: &Comparison) -> String {
                 "{:.2}%",
                 ct.pass_at_k.first().copied().unwrap_or(0.0) * 100.0
             ),
-        ]);
+        ];
+        if agents {
+            row.extend(spend_cells(ct.agents.as_ref()));
+        }
+        rows.push(row);
     }
-    out.push_str(&crate::app::table::render(&header, &rows, &[3, 4, 5, 6]));
+    out.push_str(&crate::app::table::render(
+        &header,
+        &rows,
+        &[3, 4, 5, 6, 7, 8, 9],
+    ));
     let _ = writeln!(
         out,
         "\nPer task (A over B: A's speedup over its base divided by B's; {:.0}% interval \
@@ -106,6 +123,18 @@ pub fn render(c: &Comparison) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// A run's agents' cost, requests and tokens ("-" where its rows do not say).
+pub(super) fn spend_cells(t: Option<&crate::core::spend::SpendTotals>) -> [String; 3] {
+    match t {
+        Some(t) => [
+            crate::core::spend::dollars_text(t.cost_usd),
+            t.requests.to_string(),
+            t.tokens().to_string(),
+        ],
+        None => ["-".into(), "-".into(), "-".into()],
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

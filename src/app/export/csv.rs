@@ -24,7 +24,7 @@ fn csv_field(s: &str) -> String {
 /// `results.csv`: one row per sample.
 pub fn results_csv(summary: &Summary) -> String {
     let mut out = String::from(
-        "instance_id,sample,status,apply_strategy,opt_base,opt_commit,inconclusive,gm_speedup_patch_base,gm_ci_lo,gm_ci_hi,hm_speedup_patch_commit,hm_ci_lo,hm_ci_hi,base_mean,patch_mean,commit_mean,measured_rounds,energy_base_j,energy_patch_j,energy_base_over_patch,detail\n",
+        "instance_id,sample,status,apply_strategy,opt_base,opt_commit,inconclusive,gm_speedup_patch_base,gm_ci_lo,gm_ci_hi,hm_speedup_patch_commit,hm_ci_lo,hm_ci_hi,base_mean,patch_mean,commit_mean,measured_rounds,energy_base_j,energy_patch_j,energy_base_over_patch,files_changed,lines_added,lines_removed,agent_requests,agent_api_errors,agent_retries,agent_input_tokens,agent_output_tokens,agent_cache_read_tokens,agent_cache_write_tokens,agent_cost_usd,agent_seconds,detail\n",
     );
     for inst in &summary.instances {
         for s in &inst.samples {
@@ -47,7 +47,7 @@ pub fn results_csv(summary: &Summary) -> String {
                     .unwrap_or_default()
             };
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 csv_field(&inst.instance_id),
                 s.sample,
                 s.status,
@@ -68,11 +68,45 @@ pub fn results_csv(summary: &Summary) -> String {
                 energy(|e| e.base_j),
                 energy(|e| e.patch_j),
                 energy(|e| e.base_over_patch),
+                change_and_spend(s),
                 csv_field(&s.detail)
             ));
         }
     }
     out
+}
+
+/// The change's and the agent's columns (empty where the report does not say).
+fn change_and_spend(s: &crate::core::records::SampleReport) -> String {
+    let mut cells: Vec<String> = match &s.change {
+        Some(c) => [c.files, c.added, c.removed]
+            .iter()
+            .map(usize::to_string)
+            .collect(),
+        None => vec![String::new(); 3],
+    };
+    match &s.agent {
+        Some(a) => {
+            let u = &a.usage;
+            cells.extend(
+                [
+                    u.requests,
+                    u.api_errors,
+                    u.retries,
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.cache_read_tokens,
+                    u.cache_write_tokens,
+                ]
+                .iter()
+                .map(u64::to_string),
+            );
+            cells.push(u.dollars().map(|d| d.to_string()).unwrap_or_default());
+            cells.push(a.seconds.map(|d| d.to_string()).unwrap_or_default());
+        }
+        None => cells.extend(vec![String::new(); 9]),
+    }
+    cells.join(",")
 }
 
 #[cfg(test)]

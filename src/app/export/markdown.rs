@@ -28,6 +28,9 @@ pub fn summary_markdown(summary: &Summary) -> String {
         if t.complete { "" } else { " (partial)" }
     );
     out.push_str(&format!("{}\n\n", super::text::opt_p_line(summary)));
+    if let Some(agents) = &t.agents {
+        out.push_str(&format!("{}\n\n", super::spend::totals_line(agents)));
+    }
     if let Some(line) = super::text::hack_line(summary) {
         out.push_str(&format!("{}\n\n", md(&line)));
     }
@@ -91,28 +94,7 @@ pub fn summary_markdown(summary: &Summary) -> String {
             yes(inst.opt_commit)
         ));
     }
-    out.push_str("\n## Samples\n\n| ");
-    out.push_str(&HEADERS.join(" | "));
-    out.push_str(" | detail |\n|");
-    out.push_str(&"---|".repeat(HEADERS.len() + 1));
-    out.push('\n');
-    for inst in &summary.instances {
-        for s in &inst.samples {
-            let (gm, hm) = speedups(s);
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                md(&inst.instance_id),
-                s.sample,
-                s.status,
-                md(s.apply_strategy.as_deref().unwrap_or("-")),
-                gm,
-                hm,
-                decision(s.decision_base),
-                decision(s.decision_commit),
-                md(&s.detail)
-            ));
-        }
-    }
+    out.push_str(&samples_table(summary));
     let mut task_warnings: Vec<String> = Vec::new();
     for inst in &summary.instances {
         for w in inst.samples.iter().flat_map(|s| &s.warnings) {
@@ -132,6 +114,47 @@ pub fn summary_markdown(summary: &Summary) -> String {
         out.push_str("\n## Input warnings\n\n");
         for w in &info.warnings {
             out.push_str(&format!("- {}\n", md(w)));
+        }
+    }
+    out
+}
+
+/// The "Samples" section: one row per sample.
+fn samples_table(summary: &Summary) -> String {
+    let mut out = String::new();
+    let agents = super::spend::with_agents(summary);
+    let mut headers: Vec<&str> = HEADERS.to_vec();
+    headers.push("change");
+    if agents {
+        headers.push("agent spend");
+    }
+    headers.push("detail");
+    out.push_str("\n## Samples\n\n| ");
+    out.push_str(&headers.join(" | "));
+    out.push_str(" |\n|");
+    out.push_str(&"---|".repeat(headers.len()));
+    out.push('\n');
+    for inst in &summary.instances {
+        for s in &inst.samples {
+            let (gm, hm) = speedups(s);
+            let spend = if agents {
+                format!("{} | ", md(&super::spend::spend_cell(s)))
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {spend}{} |\n",
+                md(&inst.instance_id),
+                s.sample,
+                s.status,
+                md(s.apply_strategy.as_deref().unwrap_or("-")),
+                gm,
+                hm,
+                decision(s.decision_base),
+                decision(s.decision_commit),
+                super::spend::change_cell(s),
+                md(&s.detail)
+            ));
         }
     }
     out

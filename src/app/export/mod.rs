@@ -9,6 +9,7 @@ pub mod html;
 mod json;
 mod junit;
 mod markdown;
+pub mod spend;
 mod text;
 
 use std::path::PathBuf;

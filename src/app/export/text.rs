@@ -67,11 +67,16 @@ pub(super) fn headers(summary: &Summary) -> Vec<String> {
     if with_energy(summary) {
         h.insert(5, "GPU energy/round (base/patch)".into());
     }
+    h.push("change".into());
+    if super::spend::with_agents(summary) {
+        h.push("agent spend".into());
+    }
     h
 }
 
 pub(super) fn rows(summary: &Summary) -> Vec<Row> {
     let energy = with_energy(summary);
+    let agents = super::spend::with_agents(summary);
     let mut out = Vec::new();
     for inst in &summary.instances {
         if inst.samples.is_empty() {
@@ -87,8 +92,14 @@ pub(super) fn rows(summary: &Summary) -> Vec<Row> {
                     "no".into(),
                 ],
             });
-            if energy && let Some(r) = out.last_mut() {
-                r.cells.insert(5, "-".into());
+            if let Some(r) = out.last_mut() {
+                if energy {
+                    r.cells.insert(5, "-".into());
+                }
+                r.cells.push("-".into());
+                if agents {
+                    r.cells.push("-".into());
+                }
             }
         }
         for s in &inst.samples {
@@ -105,8 +116,14 @@ pub(super) fn rows(summary: &Summary) -> Vec<Row> {
                     decision(s.decision_commit).into(),
                 ],
             });
-            if energy && let Some(r) = out.last_mut() {
-                r.cells.insert(5, energy_cell(s));
+            if let Some(r) = out.last_mut() {
+                if energy {
+                    r.cells.insert(5, energy_cell(s));
+                }
+                r.cells.push(super::spend::change_cell(s));
+                if agents {
+                    r.cells.push(super::spend::spend_cell(s));
+                }
             }
         }
     }
@@ -241,6 +258,12 @@ pub fn headline(summary: &Summary) -> String {
     if let Some(wall) = wall_time(&summary.info) {
         parts.push(format!("wall {wall}"));
     }
+    if let Some(agents) = &t.agents {
+        parts.push(format!(
+            "agents {}",
+            crate::core::spend::dollars_text(agents.cost_usd)
+        ));
+    }
     parts.join(" · ")
 }
 
@@ -305,6 +328,10 @@ fn scores(summary: &Summary) -> String {
     ));
     out.push_str(&opt_p_line(summary));
     out.push('\n');
+    if let Some(agents) = &t.agents {
+        out.push_str(&super::spend::totals_line(agents));
+        out.push('\n');
+    }
     for line in [
         hack_line(summary),
         skipped_line(summary),

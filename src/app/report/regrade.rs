@@ -204,6 +204,8 @@ mod tests {
             energy: None,
             fingerprint_id: "f".into(),
             seconds: PhaseSeconds::default(),
+            change: None,
+            agent: None,
             harness_version: "0".into(),
             finished_at: String::new(),
             warnings: Vec::new(),

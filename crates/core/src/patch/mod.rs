@@ -113,6 +113,36 @@ pub fn parse(patch: &str) -> Vec<FilePatch> {
     scan::scan(&scan::split_lines(patch)).files
 }
 
+/// How much a patch changes: the files it touches and the lines its hunks add and remove.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChangeSize {
+    pub files: usize,
+    pub added: usize,
+    pub removed: usize,
+}
+
+/// The size of `patch` as git reads it (binary files count as files with no lines).
+pub fn change_size(patch: &str) -> ChangeSize {
+    let lines = scan::split_lines(patch);
+    let files = scan::scan(&lines).files;
+    let mut size = ChangeSize {
+        files: files.len(),
+        ..ChangeSize::default()
+    };
+    for line in files
+        .iter()
+        .flat_map(|f| &f.hunks)
+        .flat_map(|h| lines.get(h.body.clone()).unwrap_or(&[]))
+    {
+        match line.as_bytes().first() {
+            Some(b'+') => size.added += 1,
+            Some(b'-') => size.removed += 1,
+            _ => {}
+        }
+    }
+    size
+}
+
 /// A patch whose last line lacks "\n" gets one (git apply calls such a patch corrupt).
 pub fn normalise(patch: &str) -> Cow<'_, str> {
     if patch.is_empty() || patch.ends_with('\n') {

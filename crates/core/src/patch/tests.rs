@@ -373,3 +373,19 @@ fn symlinks() {
     );
     rejected(&messy, &["symlink", "delimited"]);
 }
+
+#[test]
+fn a_patchs_size_counts_its_files_and_the_lines_its_hunks_add_and_remove() {
+    let patch = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,3 @@\n x = 1\n-y = 2\n+y = 3\n+z = 4\n--- a/b.py\n+++ b/b.py\n@@ -1 +0,0 @@\n--- removed\n";
+    let size = super::change_size(patch);
+    assert_eq!(
+        size,
+        super::ChangeSize {
+            files: 2,
+            added: 2,
+            removed: 2
+        },
+        "a removed line reading `-- removed` is a line, not a header"
+    );
+    assert_eq!(super::change_size(""), super::ChangeSize::default());
+}

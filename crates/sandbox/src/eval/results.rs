@@ -96,6 +96,8 @@ pub(super) fn sample_report(
         energy,
         fingerprint_id: ctx.fingerprint_id.clone(),
         seconds: secs,
+        change: Some(harness_core::patch::change_size(s.prediction.patch_text())),
+        agent: s.prediction.agent.clone(),
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
         finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         warnings: measured

@@ -21,6 +21,7 @@ pub(super) struct Entry {
     pub(super) loc: String,
     pub(super) origin: String,
     pub(super) prediction: Option<(String, PatchBody)>,
+    pub(super) agent: Option<harness_core::spend::AgentSpend>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -319,12 +320,20 @@ impl<'a> FileScan<'a> {
             Some(b) if defects.is_empty() => Some((model, b)),
             _ => None,
         };
+        let agent = agent_spend(row.agent_usage, row.agent_seconds)
+            .map_err(|e| {
+                self.warnings
+                    .push(format!("{origin}: {e}; what the agent spent is not shown"))
+            })
+            .ok()
+            .flatten();
         self.rows.entries.push(Entry {
             instance_id,
             declared,
             loc,
             origin,
             prediction,
+            agent,
         });
     }
 
@@ -498,4 +507,23 @@ pub(super) fn read_line_bounded(
         }
     }
     Ok(LineRead::TooLong(bytes))
+}
+
+/// What a row says its agent spent (`agent_usage`, `agent_seconds`), when it says.
+fn agent_spend(
+    usage: Option<serde_json::Value>,
+    seconds: Option<serde_json::Value>,
+) -> Result<Option<harness_core::spend::AgentSpend>, String> {
+    let Some(usage) = usage.filter(|u| !u.is_null()) else {
+        return Ok(None);
+    };
+    let usage = serde_json::from_value(usage).map_err(|e| format!("`agent_usage`: {e}"))?;
+    let seconds = match seconds {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => match v.as_f64() {
+            Some(s) if s.is_finite() && s >= 0.0 => Some(s),
+            _ => return Err(format!("`agent_seconds`: {v} is not a number of seconds")),
+        },
+    };
+    Ok(Some(harness_core::spend::AgentSpend { usage, seconds }))
 }

@@ -16,6 +16,9 @@ pub(super) struct RawRow {
     pub(super) model: Option<Json>,
     pub(super) patch: Option<Json>,
     pub(super) sample: Option<Json>,
+    /// `agent_usage` and `agent_seconds`, as written.
+    pub(super) agent_usage: Option<serde_json::Value>,
+    pub(super) agent_seconds: Option<serde_json::Value>,
     pub(super) unknown: Vec<String>,
     pub(super) repeated: Vec<&'static str>,
 }
@@ -161,8 +164,12 @@ pub(super) fn read_row<'de, A: MapAccess<'de>>(
             "model_patch" => ("model_patch", Some(max_patch)),
             "sample" => ("sample", None),
             // What `harness agent run` adds to a row: read by the agent's own reports.
-            "agent_usage" | "agent_seconds" => {
-                map.next_value::<IgnoredAny>()?;
+            "agent_usage" => {
+                row.agent_usage = Some(map.next_value()?);
+                continue;
+            }
+            "agent_seconds" => {
+                row.agent_seconds = Some(map.next_value()?);
                 continue;
             }
             _ => {

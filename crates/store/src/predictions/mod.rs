@@ -43,7 +43,7 @@ pub enum PatchBody {
 }
 
 /// One submitted patch, with the sample index it was resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Prediction {
     pub instance_id: String,
     /// As submitted ("" when absent).
@@ -52,6 +52,8 @@ pub struct Prediction {
     pub sample: usize,
     /// "file:line" (JSONL), "file:[i]", "file:{id}" or "file:{id}[j]" (JSON).
     pub origin: String,
+    /// What the agent spent making it (`agent_usage`, `agent_seconds`).
+    pub agent: Option<harness_core::spend::AgentSpend>,
 }
 
 impl Prediction {
@@ -173,6 +175,7 @@ fn assign_samples(
                     body: body.clone(),
                     sample,
                     origin: e.origin.clone(),
+                    agent: e.agent.clone(),
                 },
             );
         }

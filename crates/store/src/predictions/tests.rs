@@ -694,3 +694,38 @@ fn rollout_files_under_their_own_names_are_k_samples_of_one_model() {
         p.warnings
     );
 }
+
+#[test]
+fn what_an_agent_spent_travels_with_its_row_and_a_malformed_one_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let p = write(
+        d.path(),
+        "p.jsonl",
+        concat!(
+            "{\"instance_id\":\"a\",\"model_name_or_path\":\"m\",\"model_patch\":\"x\",",
+            "\"agent_usage\":{\"requests\":3,\"api_errors\":1,\"input_tokens\":10,\"output_tokens\":4,",
+            "\"cache_read_tokens\":0,\"cache_write_tokens\":0,\"cost_usd\":0.5,\"models\":[\"g\"],",
+            "\"unpriced_models\":[],\"last_api_error\":null,\"ended_on_api_error\":false,",
+            "\"refused_over_budget\":0,\"retries\":1},\"agent_seconds\":12.5}\n",
+            "{\"instance_id\":\"b\",\"model_name_or_path\":\"m\",\"model_patch\":\"y\",",
+            "\"agent_usage\":{\"requests\":\"three\"},\"agent_seconds\":1}\n",
+            "{\"instance_id\":\"c\",\"model_name_or_path\":\"m\",\"model_patch\":\"z\"}\n",
+        ),
+    );
+    let preds = load(&[p], &opts()).unwrap();
+    assert_eq!(
+        preds.total(),
+        3,
+        "a bad agent_usage does not cost the patch"
+    );
+    let a = preds.by_instance["a"][&0].agent.as_ref().unwrap();
+    assert_eq!((a.usage.requests, a.usage.retries), (3, 1));
+    assert_eq!((a.usage.dollars(), a.seconds), (Some(0.5), Some(12.5)));
+    assert!(preds.by_instance["b"][&0].agent.is_none());
+    assert!(preds.by_instance["c"][&0].agent.is_none());
+    assert!(
+        any_warning(&preds, &["p.jsonl:2", "`agent_usage`", "not shown"]),
+        "{:?}",
+        preds.warnings
+    );
+}

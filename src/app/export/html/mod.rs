@@ -228,6 +228,8 @@ fn header(summary: &Summary) -> String {
             "inconclusive",
         ),
     ];
+    let mut cards = cards.to_vec();
+    cards.extend(agents_card(summary));
     out.push_str("<div class=\"cards\">");
     for (name, value, sub, id) in cards {
         let _ = write!(
@@ -268,7 +270,25 @@ fn header(summary: &Summary) -> String {
     if let Some(line) = crate::app::export::text::hack_line(summary) {
         let _ = write!(out, "<p>{}</p>", esc(&line));
     }
+    if let Some(a) = &t.agents {
+        let _ = write!(
+            out,
+            "<p id=\"agent-spend\">{}</p>",
+            esc(&crate::app::export::spend::totals_line(a))
+        );
+    }
     out
+}
+
+/// The agents' cost as a card, when the samples' rows say what their agents spent.
+fn agents_card(summary: &Summary) -> Option<(String, String, String, &'static str)> {
+    let a = summary.totals.agents.as_ref()?;
+    Some((
+        "agents' cost".to_string(),
+        crate::core::spend::dollars_text(a.cost_usd),
+        format!("{} requests, {} tokens", a.requests, a.tokens()),
+        "agent-cost",
+    ))
 }
 
 fn curves_section(summary: &Summary) -> String {
@@ -456,6 +476,7 @@ fn speedup_cell(
 
 fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
     let th = &summary.info.decision_rule.thresholds;
+    let agents = crate::app::export::spend::with_agents(summary);
     let mut rows = Vec::new();
     for inst in &summary.instances {
         for s in &inst.samples {
@@ -497,7 +518,14 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
                 decision_cell(s.decision_base),
                 decision_cell(s.decision_commit),
                 Cell::text(&shared),
+                Cell::text(&crate::app::export::spend::change_cell(s)),
             ];
+            if agents {
+                row.push(Cell {
+                    class: "wrap narrow",
+                    ..Cell::text(&crate::app::export::spend::spend_cell(s))
+                });
+            }
             let mut detail = Cell::text(&shorten(&s.detail, 160));
             detail.class = "wrap";
             row.push(detail);
@@ -509,7 +537,7 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
             rows.push(row);
         }
     }
-    let headers = vec![
+    let mut headers = vec![
         "instance".to_string(),
         "sample".into(),
         "status".into(),
@@ -519,8 +547,12 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
         "opt_base".into(),
         "opt_commit".into(),
         "shared".into(),
-        "detail".into(),
+        "change".into(),
     ];
+    if agents {
+        headers.push("agent spend".into());
+    }
+    headers.push("detail".into());
     let table = Table {
         caption: format!(
             "Speedups with their {:.0}% intervals on one log axis: dashed red line the threshold, grey 1x; a filled dot is decided, a hollow one undecided",

@@ -36,6 +36,18 @@ pub fn detail(summary: &Summary, s: &SampleReport, files: &SampleFiles) -> Strin
         "<div class=\"verdict\">{}</div>",
         verdict_words(summary, s)
     );
+    let _ = write!(
+        out,
+        "<p class=\"change\">Change: {}{}</p>",
+        esc(&crate::app::export::spend::change_cell(s)),
+        s.agent
+            .as_ref()
+            .map(|a| format!(
+                ". Agent: {}",
+                esc(&crate::app::export::spend::usage_words(&a.usage, a.seconds))
+            ))
+            .unwrap_or_default()
+    );
     out.push_str("<p>Files: ");
     let links: Vec<String> = [
         names::PATCH_DIFF,
