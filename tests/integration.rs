@@ -5,6 +5,7 @@
 
 mod common;
 
+mod agent_retry;
 mod agents;
 mod batch;
 mod boundary;

@@ -10,10 +10,10 @@ use std::process::{Child, Command, Stdio};
 use crate::common::*;
 
 /// The scripted server, killed when dropped.
-struct ScriptedModel {
+pub(crate) struct ScriptedModel {
     child: Child,
-    port: u16,
-    log: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) log: PathBuf,
 }
 
 impl Drop for ScriptedModel {
@@ -24,11 +24,16 @@ impl Drop for ScriptedModel {
 }
 
 fn scripted_model(dir: &Path, steps: &[&str]) -> ScriptedModel {
+    scripted_model_failing(dir, steps, &[])
+}
+
+/// The scripted server answering its first requests with `errors` (HTTP statuses).
+pub(crate) fn scripted_model_failing(dir: &Path, steps: &[&str], errors: &[u16]) -> ScriptedModel {
     std::fs::create_dir_all(dir).unwrap();
     let script = dir.join("script.json");
     write(
         &script,
-        &serde_json::json!({"steps": steps, "final": "Done.",
+        &serde_json::json!({"steps": steps, "final": "Done.", "errors": errors,
             "usage": {"input_tokens": 1200, "output_tokens": 300, "cache_read": 800,
                       "cache_write": 100}})
         .to_string(),
@@ -61,7 +66,7 @@ fn scripted_model(dir: &Path, steps: &[&str]) -> ScriptedModel {
     panic!("the scripted model server did not start");
 }
 
-fn requests(log: &Path) -> Vec<serde_json::Value> {
+pub(crate) fn requests(log: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -191,7 +196,7 @@ fn local_with(
 }
 
 #[test]
-fn claude_code_and_codex_from_pypi_work_through_the_gateway_and_never_hold_the_key() {
+fn the_real_agents_from_pypi_work_through_the_gateway_and_never_hold_the_key() {
     if !docker_available("real_agents") {
         return;
     }
@@ -212,8 +217,21 @@ fn claude_code_and_codex_from_pypi_work_through_the_gateway_and_never_hold_the_k
             "sk-openai-W3eT8uI1oP6aS4dF9gH2jK7l",
             hostile_python_dataset(tmp.path()),
         ),
+        (
+            "mini_swe_agent",
+            "OPENAI_API_KEY",
+            "sk-openai-M4nX7bV2cZ9qR5tY8wE1uI3o",
+            repo_root().join("tasks"),
+        ),
     ] {
-        let server = scripted_model(&tmp.path().join(format!("model-{agent}")), &steps);
+        // mini-swe-agent ends when a command prints its word (a last step, not a text).
+        let mini_steps = [&steps[..], &["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]].concat();
+        let steps = if agent == "mini_swe_agent" {
+            &mini_steps[..]
+        } else {
+            &steps[..]
+        };
+        let server = scripted_model(&tmp.path().join(format!("model-{agent}")), steps);
         let results = local_with(tmp.path(), agent, key_var, key, &dataset, &server);
         let seen = requests(&server.log);
         assert_eq!(seen.len(), 5, "{agent}: {seen:?}");
@@ -260,7 +278,9 @@ fn claude_code_and_codex_from_pypi_work_through_the_gateway_and_never_hold_the_k
             // 5 x (1200 x 3 + 300 x 15 + 800 x 0.3 + 100 x 3.75) / 1e6
             "claude_code" => 5.0 * 8715.0 / 1e6,
             // 5 x (1200 x 1.25 + 300 x 10 + 800 x 0.125) / 1e6 (no cache writes)
-            _ => 5.0 * 4600.0 / 1e6,
+            "codex" => 5.0 * 4600.0 / 1e6,
+            // gpt-5-mini: 5 x (1200 x 0.25 + 300 x 2 + 800 x 0.025) / 1e6
+            _ => 5.0 * 920.0 / 1e6,
         };
         assert!((priced - expected).abs() < 1e-9, "{agent}: {priced}");
         let run_dir = results

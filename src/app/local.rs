@@ -366,10 +366,16 @@ async fn patch_source(
     let task = &dataset.tasks[&found.task_id];
     let engine = crate::sandbox::docker::Engine::connect().await?;
     let out = run_dir.join("agent.predictions.jsonl");
+    // The agent runs now, as said: an earlier run's row in this folder is not resumed.
+    let results = crate::store::confined::Confined::beneath(&o.results_dir);
+    if out.exists() {
+        results.remove(&out)?;
+    }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let reporter = crate::app::reporter::spawn_reporter(verbosity, rx);
     let batch =
-        crate::app::agent::run_batch(&engine, &spec, &[task], 1, &o.results_dir, &out, &tx).await;
+        crate::app::agent::run_batch(&engine, &spec, &[task], 1, 1, &o.results_dir, &out, &tx)
+            .await;
     drop(tx);
     let _ = reporter.await;
     let batch = batch?;

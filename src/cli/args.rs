@@ -367,9 +367,14 @@ pub struct AgentRunArgs {
     pub dataset: PathBuf,
     #[arg(long, num_args = 1.., value_delimiter = ',')]
     pub instance_ids: Vec<String>,
-    /// Runs per task (sample 0..N-1).
+    /// Runs per task (sample 0..N-1). Samples the predictions file already holds a row of
+    /// are not run again; one whose agent failed for an API reason has no row, so running
+    /// the same command again retries it.
     #[arg(long, default_value_t = 1)]
     pub samples: usize,
+    /// Agent runs side by side (each in its own container, with its own gateway).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
     #[arg(long, default_value = "evaluation_results")]
     pub results_dir: PathBuf,
     /// The predictions file to write (default: RESULTS_DIR/agents/AGENT.predictions.jsonl,

@@ -92,6 +92,7 @@ impl AgentRunArgs {
             dataset: self.dataset,
             instance_ids: self.instance_ids,
             samples: self.samples,
+            jobs: self.jobs,
             results_dir: self.results_dir,
             out: self.out,
             model_access: self.model.options(),

@@ -74,7 +74,7 @@ pub async fn ensure(
     if let Some(install) = agent.pypi.clone() {
         let requirement = install.requirement.clone();
         let fetched = tokio::task::spawn_blocking(move || {
-            let dir = super::pypi::fetch(&install.requirement, &|m| eprintln!("{m}"))?;
+            let dir = super::pypi::fetch(&install, &|m| eprintln!("{m}"))?;
             super::pypi::image_files(&install, &dir)
         })
         .await

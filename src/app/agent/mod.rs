@@ -27,6 +27,7 @@
 //! only root can read, with no configuration, hook or file-system monitor of the agent's:
 //! nothing the agent wrote into `/testbed/.git` runs as root.
 
+mod batch;
 mod image;
 mod paths;
 pub mod pypi;
@@ -34,6 +35,7 @@ mod run;
 mod secrets;
 mod view;
 
+pub use batch::{AgentBatch, command, run_batch};
 pub use run::run_once;
 pub use secrets::{redact, secret_forms, secret_in, secrets};
 
@@ -45,8 +47,6 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use crate::core::task::Task;
-use crate::sandbox::docker::Engine;
-use crate::store::confined::Confined;
 
 /// One agent, as `agents.toml` names it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -117,6 +117,9 @@ struct RawAgent {
     pypi: Option<String>,
     #[serde(default)]
     install: BTreeMap<String, String>,
+    python: Option<String>,
+    #[serde(default)]
+    leave_out: Vec<String>,
     provider: Option<String>,
     key: Option<String>,
     model: Option<String>,
@@ -164,12 +167,15 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
         };
         let at_agent = format!("{}: agent.{name}", path.display());
         let pypi = match &a.pypi {
-            Some(req) => Some(pypi::parse(
-                req,
-                a.install.clone().into_iter().collect(),
+            Some(req) => Some(pypi::with_python(
+                pypi::parse(req, a.install.clone().into_iter().collect(), &at_agent)?,
+                a.python.clone(),
+                a.leave_out.clone(),
                 &at_agent,
             )?),
-            None if !a.install.is_empty() => bail!("{}: needs pypi", at("install")),
+            None if !a.install.is_empty() || a.python.is_some() || !a.leave_out.is_empty() => {
+                bail!("{}: install, python and leave_out need pypi", at_agent)
+            }
             None => None,
         };
         let gateway = gateway_of(&a, &at_agent)?;
@@ -284,145 +290,6 @@ pub struct AgentRun {
     pub usage: Option<crate::app::gateway::Usage>,
 }
 
-/// The predictions rows of `runs`, one JSON object a line, sorted by instance and sample.
-pub fn predictions_jsonl(agent: &str, runs: &[AgentRun]) -> String {
-    let mut rows: Vec<&AgentRun> = runs.iter().collect();
-    rows.sort_by(|a, b| (&a.instance_id, a.sample).cmp(&(&b.instance_id, b.sample)));
-    rows.iter()
-        .map(|r| {
-            let mut row = serde_json::json!({
-                "instance_id": r.instance_id,
-                "model_name_or_path": agent,
-                "sample": r.sample,
-                "model_patch": r.patch,
-            });
-            if let Some(u) = &r.usage {
-                row["agent_usage"] = serde_json::to_value(u).unwrap_or_default();
-                row["agent_seconds"] = serde_json::json!(r.seconds);
-            }
-            row.to_string() + "\n"
-        })
-        .collect()
-}
-
-/// What `harness agent run` did.
-pub struct AgentBatch {
-    pub predictions: PathBuf,
-    pub runs: Vec<AgentRun>,
-    /// `instance/sample: why` for every run that gave no patch row.
-    pub failures: Vec<String>,
-}
-
-/// Runs `agent` `samples` times on every task (images made when missing) and writes the
-/// predictions file (`out`): one row per run that produced a diff (an empty diff is an
-/// empty patch).
-pub async fn run_batch(
-    engine: &Engine,
-    agent: &Agent,
-    tasks: &[&Task],
-    samples: usize,
-    results_dir: &Path,
-    out: &Path,
-    events: &crate::sandbox::events::Events,
-) -> Result<AgentBatch> {
-    secrets(agent)?;
-    crate::sandbox::host_check::require(engine).await?;
-    crate::sandbox::docker::image::ensure_base_images(engine, tasks, events).await?;
-    let say = |m: String| crate::sandbox::events::emit(events, crate::core::events::Event::Info(m));
-    let cache = results_dir.join(".cache");
-    // What goes into the results folder (build logs, the agent's logs, its saved patches)
-    // goes through no link there.
-    let results = Confined::beneath(results_dir);
-    let mut runs: Vec<AgentRun> = Vec::new();
-    let mut failures = Vec::new();
-    for task in tasks {
-        let material = match crate::sandbox::source::materialize(task, &cache) {
-            Ok(m) => m,
-            Err(e) => {
-                failures.push(format!("{}: {e:#}", task.id));
-                continue;
-            }
-        };
-        let build_log = results_dir
-            .join(crate::store::run_folder::names::IMAGES_DIR)
-            .join(format!("{}.build.log", task.id));
-        if let Err(e) = results.check(&build_log) {
-            failures.push(format!("{}: {e:#}", task.id));
-            continue;
-        }
-        let image = match crate::sandbox::docker::image::ensure_tree_image(
-            engine, task, &material, &build_log, false, None,
-        )
-        .await
-        {
-            Ok(img) => img.tag,
-            Err(e) => {
-                failures.push(format!("{}: {e:#}", task.id));
-                continue;
-            }
-        };
-        for sample in 0..samples {
-            let log = results_dir
-                .join("agents")
-                .join(crate::store::run_folder::model_slug(&agent.name))
-                .join(&task.id)
-                .join(format!("{sample}.log"));
-            if let Err(e) = log
-                .parent()
-                .map_or(Ok(()), |dir| results.create_dir_all(dir))
-                .and_then(|()| results.check(&log))
-            {
-                failures.push(format!("{}/{sample}: {e:#}", task.id));
-                continue;
-            }
-            say(format!(
-                "agent {} on {}/{sample}: running",
-                agent.name, task.id
-            ));
-            match run_once(engine, agent, task, &image, sample, &log).await {
-                Ok(r) => {
-                    say(format!(
-                        "agent {} on {}/{sample}: {} in {:.1} s, patch of {} bytes{} (log {})",
-                        agent.name,
-                        task.id,
-                        match (&r.stopped, r.exit_code) {
-                            (Some(why), _) => why.clone(),
-                            (None, Some(c)) => format!("exit {c}"),
-                            (None, None) => "no exit code".to_string(),
-                        },
-                        r.seconds,
-                        r.patch.len(),
-                        r.usage.as_ref().map(spent).unwrap_or_default(),
-                        r.log_path.display()
-                    ));
-                    if let Some(why) = api_failure(&r) {
-                        // Not the model's outcome: no row, so the next run tries it again.
-                        failures.push(format!("{}/{sample}: {why}", task.id));
-                        continue;
-                    }
-                    if let Some(why) = &r.stopped {
-                        failures.push(format!("{}/{sample}: {why}", task.id));
-                    }
-                    runs.push(r);
-                }
-                Err(e) => failures.push(format!("{}/{sample}: {e:#}", task.id)),
-            }
-        }
-    }
-    let jsonl = predictions_jsonl(&agent.name, &runs);
-    if out.starts_with(results_dir) {
-        results.write_atomic(out, jsonl.as_bytes())?;
-    } else {
-        // A file the user named elsewhere (`--out`).
-        crate::store::run_folder::write_atomic(out, jsonl.as_bytes())?;
-    }
-    Ok(AgentBatch {
-        predictions: out.to_path_buf(),
-        runs,
-        failures,
-    })
-}
-
 /// Why a run is not the model's outcome, if its agent failed for an API reason: its last
 /// request to the provider failed (429, 5xx, overloaded, no connection) and it then exited
 /// with an error or changed nothing. The LoCoDiff rule: such a run is retried, a run whose
@@ -507,6 +374,8 @@ pub struct AgentRunOptions {
     pub instance_ids: Vec<String>,
     /// Runs per task (sample 0..N-1).
     pub samples: usize,
+    /// Agent runs side by side.
+    pub jobs: usize,
     pub results_dir: PathBuf,
     /// The predictions file to write (None: where `harness local --agent` finds it).
     pub out: Option<PathBuf>,
@@ -550,60 +419,6 @@ pub fn named(agents_file: &Path, name: &str, access: &ModelAccess) -> Result<Age
     Ok(agent)
 }
 
-/// `harness agent run`: the agent on every selected task, its patches saved as predictions.
-pub async fn command(o: AgentRunOptions, verbosity: crate::core::events::Verbosity) -> Result<i32> {
-    let agent = named(&o.agents, &o.agent, &o.model_access)?;
-    // Before anything else: a variable the user did not pass stops it here.
-    secrets(&agent)?;
-    if o.samples == 0 {
-        bail!("--samples: must be at least 1");
-    }
-    let dataset = crate::store::dataset::Dataset::load(&o.dataset)?;
-    let (tasks, warnings) = dataset.select(&o.instance_ids)?;
-    for w in warnings {
-        eprintln!("warning: {}", crate::core::text::for_terminal(&w));
-    }
-    let out = o
-        .out
-        .clone()
-        .unwrap_or_else(|| saved_patches(&o.results_dir, &o.agent));
-    let engine = Engine::connect().await?;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let reporter = crate::app::reporter::spawn_reporter(verbosity, rx);
-    let batch = run_batch(
-        &engine,
-        &agent,
-        &tasks,
-        o.samples,
-        &o.results_dir,
-        &out,
-        &tx,
-    )
-    .await;
-    drop(tx);
-    let _ = reporter.await;
-    let batch = batch?;
-    if o.json {
-        let json = serde_json::json!({"agent": o.agent, "predictions": batch.predictions,
-            "patches": batch.runs.len(), "failures": batch.failures});
-        crate::outln!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        crate::outln!(
-            "{} patch(es) of {} written to {}",
-            batch.runs.len(),
-            o.agent,
-            batch.predictions.display()
-        );
-    }
-    for f in &batch.failures {
-        // A failure's reason can hold the agent's own output: shown, never obeyed.
-        eprintln!(
-            "no patch: {}",
-            crate::core::text::for_terminal(&f.to_string())
-        );
-    }
-    Ok(if batch.failures.is_empty() { 0 } else { 1 })
-}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,147 @@
+//! `harness agent run` resumes by sample and retries only what failed for an API reason
+//! (LoCoDiff's rule): a scripted 429 takes one sample's request; that sample gets no row and
+//! the next run retries it alone, its row adding up both attempts; a sample whose model gave
+//! a bad outcome keeps its row and is never run again.
+
+use std::path::Path;
+
+use crate::common::*;
+use crate::real_agents::{requests, scripted_model_failing};
+
+/// A minimal agent with a provider: one request to its model through the gateway, the
+/// tool call it gets run in the tree; sample 2 then fails as a model's bad outcome would
+/// (exit 3, nothing changed).
+const ASKER: &str = r#"import json, os, subprocess, sys, urllib.request, urllib.error
+body = {"model": os.environ["HARNESS_AGENT_MODEL"], "max_tokens": 64,
+        "messages": [{"role": "user", "content": "speed it up"}],
+        "tools": [{"name": "Bash", "input_schema": {"type": "object"}}]}
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps(body).encode(), method="POST",
+    headers={"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"],
+             "anthropic-version": "2023-06-01"})
+try:
+    answer = json.load(urllib.request.urlopen(req, timeout=60))
+except urllib.error.HTTPError as e:
+    print("API error", e.code)
+    sys.exit(1)
+if os.environ["HARNESS_SAMPLE"] == "2":
+    print("the model's answer did not help")
+    sys.exit(3)
+for c in answer["content"]:
+    if c.get("type") == "tool_use":
+        subprocess.run(c["input"]["command"], shell=True, check=True)
+"#;
+
+fn agents_file(dir: &Path) -> std::path::PathBuf {
+    write(&dir.join("asker.py"), ASKER);
+    let p = dir.join("agents.toml");
+    write(
+        &p,
+        "[agent.asker]\nscript = \"asker.py\"\ncommand = \"python3 /opt/agent/run\"\n\
+         provider = \"anthropic\"\nkey = \"ANTHROPIC_API_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\
+         time_limit = 120\n\n[price.\"claude-sonnet-4-5\"]\ninput = 3.0\noutput = 15.0\n",
+    );
+    p
+}
+
+#[test]
+fn a_rerun_after_a_scripted_429_retries_only_that_sample() {
+    if !docker_available("agent_retry") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "retry-task", SLOW, FAST, "");
+    let agents = agents_file(tmp.path());
+    let server = scripted_model_failing(
+        &tmp.path().join("model"),
+        &["echo '# faster' >> mod.py"],
+        &[429],
+    );
+    let out = tmp.path().join("out");
+    let agent_run = || {
+        let o = run(harness()
+            .args(["agent", "run", "--agent", "asker", "--samples", "3"])
+            .arg("--agents")
+            .arg(&agents)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&out)
+            .args([
+                "--model-server",
+                &format!("http://127.0.0.1:{}", server.port),
+            ])
+            .env("ANTHROPIC_API_KEY", "sk-ant-retry-test-key"));
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr),
+        )
+    };
+    let rows = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(out.join("agents/asker.predictions.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (code, text) = agent_run();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("1 sample(s) failed for an API reason") && text.contains("retry-task/0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("429"),
+        "the provider's failure is named: {text}"
+    );
+    let first = rows();
+    let samples: Vec<u64> = first
+        .iter()
+        .map(|r| r["sample"].as_u64().unwrap())
+        .collect();
+    assert_eq!(samples, [1, 2], "the 429'd sample has no row: {first:?}");
+    assert_eq!(
+        first[1]["model_patch"], "",
+        "the model's bad outcome is a row"
+    );
+    assert_eq!(requests(&server.log).len(), 3);
+
+    let (code, text) = agent_run();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("2 kept from earlier runs"), "{text}");
+    assert_eq!(
+        requests(&server.log).len(),
+        4,
+        "only the 429'd sample ran again"
+    );
+    let second = rows();
+    assert_eq!(second.len(), 3);
+    assert_eq!(second[1], first[0], "kept rows are kept as they were");
+    assert_eq!(second[2], first[1]);
+    let retried = &second[0];
+    assert_eq!(retried["sample"], 0);
+    assert!(
+        retried["model_patch"]
+            .as_str()
+            .unwrap()
+            .contains("# faster"),
+        "{retried}"
+    );
+    let usage = &retried["agent_usage"];
+    assert_eq!(
+        (&usage["retries"], &usage["requests"], &usage["api_errors"]),
+        (&1.into(), &2.into(), &1.into()),
+        "both attempts are counted: {usage}"
+    );
+    // 1200 in, 300 out and 900 cached at the input price: (1200 x 3 + 300 x 15 + 900 x 3) / 1e6
+    let dollars = usage["cost_usd"].as_f64().unwrap();
+    assert!((dollars - 0.0108).abs() < 1e-9, "{usage}");
+    let (code, text) = agent_run();
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(
+        requests(&server.log).len(),
+        4,
+        "nothing left to run: {text}"
+    );
+}
