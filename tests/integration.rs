@@ -5,7 +5,7 @@
 
 mod common;
 
-mod agent_retry;
+mod agent_batches;
 mod agents;
 mod batch;
 mod boundary;

@@ -323,7 +323,9 @@ fn reports_show_the_spend(run_dir: &Path, agent: &str, dollars: f64) {
         report["agent"]["seconds"].as_f64().unwrap() > 0.0,
         "{report}"
     );
-    assert_eq!(report["change"]["files"], 1, "{report}");
+    // dedupe.py, and for codex the file the dataset's python wrote.
+    assert!(report["change"]["files"].as_u64().unwrap() >= 1, "{report}");
+    assert!(report["change"]["added"].as_u64().unwrap() >= 2, "{report}");
     let read = |name: &str| std::fs::read_to_string(run_dir.join(name)).unwrap();
     let shown = format!("${dollars:.4}");
     let summary = read("summary.md");

@@ -354,6 +354,22 @@ pub enum AgentCommand {
     /// Run an agent on tasks (in containers of their images) and save its patches as a
     /// predictions file for opt-at-k.
     Run(AgentRunArgs),
+    /// List the models an OpenAI-compatible server offers (GET /v1/models): a local
+    /// Ollama or vLLM, a proxy; for a batch's agent x model entries.
+    Models(AgentModelsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentModelsArgs {
+    /// The server, e.g. http://127.0.0.1:11434 (Ollama).
+    #[arg(long)]
+    pub model_server: String,
+    /// The environment variable holding the server's key, when it needs one.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Print the list as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -112,6 +112,17 @@ async fn dispatch(command: Command, verbosity: Verbosity) -> Result<i32> {
         }) => import_gso::command(a.options()),
         Command::Tasks(a) => tasks::command(&a.dataset, &a.results_dir, a.json),
         Command::Agent(AgentCommand::Run(a)) => agent::command(a.options(), verbosity).await,
+        Command::Agent(AgentCommand::Models(a)) => {
+            let ids = agent::models::list(&a.model_server, a.key.as_deref()).await?;
+            if a.json {
+                crate::outln!("{}", serde_json::to_string_pretty(&ids)?);
+            } else {
+                for id in &ids {
+                    crate::outln!("{}", crate::core::text::for_terminal(id));
+                }
+            }
+            Ok(0)
+        }
         Command::Completions(a) => {
             let mut command = hints::command();
             let mut script = Vec::new();

@@ -181,7 +181,7 @@ pub async fn run_batch(
     events: &crate::sandbox::events::Events,
 ) -> Result<AgentBatch> {
     secrets(agent)?;
-    let mut rows = read_rows(out, &agent.name)?;
+    let mut rows = read_rows(out, agent.rows_name())?;
     crate::sandbox::host_check::require(engine).await?;
     crate::sandbox::docker::image::ensure_base_images(engine, tasks, events).await?;
     let say = |m: String| crate::sandbox::events::emit(events, crate::core::events::Event::Info(m));
@@ -266,7 +266,7 @@ pub async fn run_batch(
         if let Some(why) = &r.stopped {
             batch.failures.push(format!("{at}: {why}"));
         }
-        let row = row_of(&agent.name, &r, &earlier_attempts(&attempts));
+        let row = row_of(agent.rows_name(), &r, &earlier_attempts(&attempts));
         rows.mine.insert((task.id.clone(), sample), row);
         write(&rows)?;
         let _ = results.remove(&attempts);

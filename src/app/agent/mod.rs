@@ -29,6 +29,7 @@
 
 mod batch;
 mod image;
+pub mod models;
 mod paths;
 pub mod pypi;
 mod run;
@@ -78,6 +79,16 @@ pub struct Agent {
     pub model_server: Option<String>,
     /// Dollars a sample may spend (`--max-cost`).
     pub max_cost: Option<f64>,
+    /// The `model_name_or_path` of its rows when not its name (a batch's agent x model
+    /// entry: `agent/model`).
+    pub rows_as: Option<String>,
+}
+
+impl Agent {
+    /// The `model_name_or_path` its predictions rows carry.
+    pub fn rows_name(&self) -> &str {
+        self.rows_as.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// An agent's access to its model, through the harness's gateway.
@@ -196,6 +207,7 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
                 prices: raw.price.clone(),
                 model_server: None,
                 max_cost: None,
+                rows_as: None,
             },
         );
     }

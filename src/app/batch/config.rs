@@ -21,6 +21,13 @@ struct RawConfig {
     dataset: Option<PathBuf>,
     k: Option<usize>,
     instance_ids: Option<Vec<String>>,
+    /// The agents file of entries that name an `agent` (default: agents.toml beside the
+    /// config).
+    agents: Option<PathBuf>,
+    /// Where the agents' gateway forwards instead of each provider (`--model-server`).
+    model_server: Option<String>,
+    /// Dollars each agent sample may spend (`--max-cost`).
+    max_cost: Option<f64>,
     #[serde(default)]
     entry: Vec<RawEntry>,
 }
@@ -29,6 +36,7 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawEntry {
     model: Option<String>,
+    agent: Option<String>,
     label: Option<String>,
     predictions: Option<OneOrMany>,
     k: Option<usize>,
@@ -57,6 +65,21 @@ pub struct EntryPlan {
     pub k: usize,
     pub dataset: PathBuf,
     pub instance_ids: Vec<String>,
+    /// An agent x model entry: the agent makes its predictions (K samples a task) before
+    /// they are evaluated; `model` is then `agent/model`.
+    pub agent: Option<AgentEntry>,
+}
+
+/// The agent of an agent x model entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentEntry {
+    /// Its name in the agents file.
+    pub name: String,
+    pub agents_file: PathBuf,
+    /// The model it is told to use (the gateway routes it).
+    pub model: String,
+    pub model_server: Option<String>,
+    pub max_cost: Option<f64>,
 }
 
 impl EntryPlan {
@@ -180,21 +203,25 @@ fn split_settings(mut table: toml::Table, problems: &mut Problems) -> (Settings,
 /// Keys no place takes, and values of the wrong type, out of the file's tables: each a
 /// problem, so that every one is listed (serde would stop at the first).
 fn screen_keys(rest: &mut toml::Table, problems: &mut Problems) {
-    const TOP: [&str; 6] = [
+    const TOP: [&str; 9] = [
         "name",
         "parallelism",
         "dataset",
         "k",
         "instance_ids",
         "entry",
+        "agents",
+        "model_server",
+        "max_cost",
     ];
-    const ENTRY: [&str; 6] = [
+    const ENTRY: [&str; 7] = [
         "model",
         "label",
         "predictions",
         "k",
         "dataset",
         "instance_ids",
+        "agent",
     ];
     let entry_keys: Vec<String> = ENTRY.iter().map(|k| k.to_string()).collect();
     if let Some(toml::Value::Array(entries)) = rest.get_mut("entry") {
@@ -273,22 +300,7 @@ fn check_entry(
     } else if model.trim().is_empty() {
         bad("model", "must not be empty".into());
     }
-    let predictions: Vec<PathBuf> = match &e.predictions {
-        None => {
-            bad("predictions", "missing (a file, or a list of files)".into());
-            Vec::new()
-        }
-        Some(OneOrMany::One(p)) => vec![resolve(p)],
-        Some(OneOrMany::Many(ps)) => ps.iter().map(|p| resolve(p)).collect(),
-    };
-    if matches!(&e.predictions, Some(OneOrMany::Many(ps)) if ps.is_empty()) {
-        bad("predictions", "the list is empty".into());
-    }
-    for p in &predictions {
-        if !p.is_file() {
-            bad("predictions", format!("{}: no such file", p.display()));
-        }
-    }
+    let predictions = predictions_of(e, &resolve, &mut bad);
     let k = match e.k.or(raw.k) {
         None => {
             bad("k", "missing (give it in the entry or batch-wide)".into());
@@ -309,6 +321,29 @@ fn check_entry(
     if !dataset.is_dir() {
         bad("dataset", format!("{}: not a folder", dataset.display()));
     }
+    let agent = e.agent.as_ref().map(|name| AgentEntry {
+        name: name.clone(),
+        agents_file: resolve(raw.agents.as_deref().unwrap_or(Path::new("agents.toml"))),
+        model: model.clone(),
+        model_server: raw.model_server.clone(),
+        max_cost: raw.max_cost,
+    });
+    if let Some(a) = &agent
+        && !a.agents_file.is_file()
+    {
+        bad(
+            "agent",
+            format!(
+                "{}: no such agents file (`agents` names it)",
+                a.agents_file.display()
+            ),
+        );
+    }
+    // An agent x model entry's runs and rows are named for both.
+    let model = match &agent {
+        Some(a) => format!("{}/{}", a.name, a.model),
+        None => model,
+    };
     let label = match &e.label {
         Some(l) if l.trim().is_empty() => {
             bad("label", "must not be empty".into());
@@ -350,7 +385,42 @@ fn check_entry(
             .clone()
             .or_else(|| raw.instance_ids.clone())
             .unwrap_or_default(),
+        agent,
     }
+}
+
+/// An entry's predictions files (none for an agent entry: its agent makes them), each
+/// checked to exist.
+fn predictions_of(
+    e: &RawEntry,
+    resolve: &dyn Fn(&Path) -> PathBuf,
+    bad: &mut dyn FnMut(&str, String),
+) -> Vec<PathBuf> {
+    let predictions: Vec<PathBuf> = match &e.predictions {
+        None if e.agent.is_some() => Vec::new(),
+        Some(_) if e.agent.is_some() => {
+            bad(
+                "predictions",
+                "an entry with an agent makes its own predictions: give one of the two".into(),
+            );
+            Vec::new()
+        }
+        None => {
+            bad("predictions", "missing (a file, or a list of files)".into());
+            Vec::new()
+        }
+        Some(OneOrMany::One(p)) => vec![resolve(p)],
+        Some(OneOrMany::Many(ps)) => ps.iter().map(|p| resolve(p)).collect(),
+    };
+    if matches!(&e.predictions, Some(OneOrMany::Many(ps)) if ps.is_empty()) {
+        bad("predictions", "the list is empty".into());
+    }
+    for p in &predictions {
+        if !p.is_file() {
+            bad("predictions", format!("{}: no such file", p.display()));
+        }
+    }
+    predictions
 }
 
 /// What can be checked of an entry without Docker before anything runs: its dataset loads

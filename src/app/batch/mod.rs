@@ -7,6 +7,8 @@
 //! - `report`: batch.json and the tables;
 //! - `run`: the command.
 
+mod agents;
+mod bests;
 mod config;
 mod html;
 mod problems;
@@ -14,7 +16,7 @@ mod rank;
 mod report;
 mod run;
 
-pub use config::{BatchPlan, EntryPlan, load, parse, preflight};
+pub use config::{AgentEntry, BatchPlan, EntryPlan, load, parse, preflight};
 pub use rank::{EntryResult, EntryState, Figures, Group, Ranking, exit_code, rank};
 pub use report::{BatchReport, summary_markdown, terminal_table};
 pub use run::{BatchOptions, command};
@@ -22,5 +24,6 @@ pub use run::{BatchOptions, command};
 /// batch.json's format version.
 pub const BATCH_SCHEMA_VERSION: u32 = 1;
 
-/// File names the batch writes beside the entries' run folders: no entry may take them.
-const RESERVED: [&str; 3] = ["batch.json", "summary.md", "report.html"];
+/// File names the batch writes beside the entries' run folders: no entry may take them
+/// (`agents` holds its agent entries' predictions and logs).
+const RESERVED: [&str; 4] = ["batch.json", "summary.md", "report.html", "agents"];

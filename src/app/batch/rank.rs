@@ -48,6 +48,9 @@ pub struct Figures {
     pub opt_commit: usize,
     pub opt_base: usize,
     pub instances: usize,
+    /// What its agents spent, when its predictions rows say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents: Option<crate::core::spend::SpendTotals>,
 }
 
 impl Figures {
@@ -81,6 +84,7 @@ impl Figures {
             opt_commit: t.opt_commit,
             opt_base: t.opt_base,
             instances: t.total_instances,
+            agents: t.agents.clone(),
         }
     }
 }
@@ -118,6 +122,10 @@ pub struct EntryResult {
     pub exit_code: Option<i32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fail_under: Vec<crate::app::ci::GateResult>,
+    /// An agent entry's samples that gave no row (`instance/sample: why`): those that
+    /// failed for an API reason are run again by the next run of the batch.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_failures: Vec<String>,
 }
 
 impl EntryResult {
@@ -146,6 +154,7 @@ impl EntryResult {
             report_files: Vec::new(),
             exit_code: None,
             fail_under: Vec::new(),
+            agent_failures: Vec::new(),
         }
     }
 }
@@ -223,7 +232,8 @@ pub fn rank(mut entries: Vec<EntryResult>) -> Ranking {
         groups[g].entries.push(entries[i].label.clone());
     }
 
-    let notes = notes(&groups, &entries);
+    let mut notes = notes(&groups, &entries);
+    notes.extend(super::bests::notes(&groups, &entries));
     Ranking {
         comparable: groups.len() <= 1,
         groups,
@@ -382,6 +392,7 @@ mod tests {
             k,
             dataset: "tasks".into(),
             instance_ids: vec![],
+            agent: None,
         };
         let mut r = EntryResult::pending(&plan, Path::new(label), vec!["a".into(), "b".into()]);
         r.state = state;
@@ -397,6 +408,7 @@ mod tests {
                 opt_commit: 0,
                 opt_base: 0,
                 instances: 2,
+                agents: None,
             });
         }
         r
@@ -537,5 +549,46 @@ mod tests {
         assert_eq!(exit_code(&[ok.clone(), failed], None), 1);
         assert_eq!(exit_code(&[gated.clone(), ok.clone()], None), 2);
         assert_eq!(exit_code(&[gated, err], None), 1);
+    }
+
+    #[test]
+    fn agent_entries_are_also_ordered_by_time_tokens_and_dollars_unknown_cost_apart() {
+        let spend =
+            |seconds: f64, tokens: u64, cost: Option<f64>| crate::core::spend::SpendTotals {
+                samples: 2,
+                requests: tokens / 100,
+                input_tokens: tokens,
+                cost_usd: cost,
+                unknown_cost_samples: usize::from(cost.is_none()),
+                agent_seconds: seconds,
+                ..Default::default()
+            };
+        let mut entries = Vec::new();
+        for (label, s) in [
+            ("fast", spend(10.0, 9000, Some(0.9))),
+            ("lean", spend(50.0, 1000, Some(0.5))),
+            ("cheap", spend(40.0, 5000, Some(0.1))),
+            ("unpriced", spend(90.0, 8000, None)),
+        ] {
+            let mut r = result(label, 1, EntryState::Complete, 50.0, 50.0);
+            if let Some(f) = r.figures.as_mut() {
+                f.agents = Some(s);
+            }
+            entries.push(r);
+        }
+        let notes = rank(indexed(entries)).notes;
+        let has = |text: &str| notes.iter().any(|n| n.contains(text));
+        assert!(
+            has("fastest: fast (its agents' wall time 10 s)"),
+            "{notes:?}"
+        );
+        assert!(
+            has("most efficient: lean (1000 tokens in 10 requests)"),
+            "{notes:?}"
+        );
+        assert!(
+            has("cheapest: cheap ($0.1000); the cost of unpriced is unknown"),
+            "{notes:?}"
+        );
     }
 }

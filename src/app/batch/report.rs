@@ -42,6 +42,13 @@ fn table(report: &BatchReport) -> (Vec<String>, Vec<Vec<String>>) {
             .iter()
             .map(|s| s.to_string()),
     );
+    let agents = report
+        .entries
+        .iter()
+        .any(|e| e.figures.as_ref().is_some_and(|f| f.agents.is_some()));
+    if agents {
+        header.extend(["agent time", "requests", "tokens", "cost"].map(String::from));
+    }
     let rows = report
         .entries
         .iter()
@@ -65,10 +72,28 @@ fn table(report: &BatchReport) -> (Vec<String>, Vec<Vec<String>>) {
                 None => cells.extend(["-", "-", "-", "-"].map(String::from)),
             }
             cells.push(e.state.as_str().to_string());
+            if agents {
+                cells.extend(spend_cells(
+                    e.figures.as_ref().and_then(|f| f.agents.as_ref()),
+                ));
+            }
             cells
         })
         .collect();
     (header, rows)
+}
+
+/// An entry's agents' wall time, requests, tokens and dollars ("-" where it does not say).
+fn spend_cells(t: Option<&crate::core::spend::SpendTotals>) -> [String; 4] {
+    match t {
+        Some(t) => [
+            format!("{:.0} s", t.agent_seconds),
+            t.requests.to_string(),
+            t.tokens().to_string(),
+            crate::core::spend::dollars_text(t.cost_usd),
+        ],
+        None => ["-", "-", "-", "-"].map(String::from),
+    }
 }
 
 fn footer(report: &BatchReport) -> String {

@@ -38,7 +38,7 @@ pub async fn command(o: BatchOptions) -> Result<i32> {
     // (keeping what it finished) and no further entry starts.
     opt_at_k::watch_signals();
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let (results, interrupted) = run_entries(prepared, &gates, o.verbosity).await;
+    let (results, interrupted) = run_entries(prepared, &gates, &o, &batch, &batch_dir).await;
     let ranking = super::rank(results);
     let code = super::exit_code(&ranking.entries, interrupted);
     let report = BatchReport {
@@ -105,21 +105,31 @@ fn entry_plan(
     })
 }
 
-/// Every entry's plan and pending result, or every problem at once.
+/// What an entry runs: its plan, or first its agent (whose predictions the plan then reads).
+enum Work {
+    Plan(Box<RunPlan>),
+    Agent(Box<crate::app::agent::Agent>),
+}
+
+/// Every entry's work and pending result, or every problem at once.
 fn prepare<'a>(
     batch: &'a BatchPlan,
     o: &BatchOptions,
     gates: &[FailUnder],
     batch_dir: &Path,
-) -> Result<Vec<(&'a EntryPlan, RunPlan, EntryResult)>> {
+) -> Result<Vec<(&'a EntryPlan, Work, EntryResult)>> {
     let mut problems = Vec::new();
     let mut prepared = Vec::new();
     for entry in &batch.entries {
-        let checked = (|| -> Result<(RunPlan, Vec<String>)> {
+        let checked = (|| -> Result<(Work, Vec<String>)> {
             crate::app::ci::check_k(gates, entry.k)?;
+            if let Some(a) = &entry.agent {
+                let (agent, ids) = super::agents::check(entry, a)?;
+                return Ok((Work::Agent(Box::new(agent)), ids));
+            }
             let plan = entry_plan(batch, entry, batch_dir, o)?;
             let ids = super::preflight(entry)?;
-            Ok((plan, ids))
+            Ok((Work::Plan(Box::new(plan)), ids))
         })();
         match checked {
             Ok((plan, ids)) => {
@@ -140,17 +150,36 @@ fn prepare<'a>(
     Ok(prepared)
 }
 
+/// The plan of an entry whose agent has run: its predictions are the agent's rows.
+async fn agent_plan(
+    entry: &EntryPlan,
+    agent: &crate::app::agent::Agent,
+    result: &mut EntryResult,
+    (batch, batch_dir, o): (&BatchPlan, &Path, &BatchOptions),
+) -> Result<RunPlan> {
+    let made =
+        super::agents::make_predictions(entry, agent, batch_dir, batch.jobs, o.verbosity).await?;
+    result.agent_failures = made.failures;
+    let mut entry = entry.clone();
+    entry.predictions = vec![made.predictions];
+    super::preflight(&entry)?;
+    entry_plan(batch, &entry, batch_dir, o)
+}
+
 /// Runs the entries one after another until a signal stops the batch.
 async fn run_entries(
-    prepared: Vec<(&EntryPlan, RunPlan, EntryResult)>,
+    prepared: Vec<(&EntryPlan, Work, EntryResult)>,
     gates: &[FailUnder],
-    verbosity: Verbosity,
+    o: &BatchOptions,
+    batch: &BatchPlan,
+    batch_dir: &Path,
 ) -> (Vec<EntryResult>, Option<&'static str>) {
+    let verbosity = o.verbosity;
     let total = prepared.len();
     let quiet = matches!(verbosity, Verbosity::Quiet);
     let mut results = Vec::new();
     let mut interrupted: Option<&'static str> = None;
-    for (n, (entry, plan, mut result)) in prepared.into_iter().enumerate() {
+    for (n, (entry, work, mut result)) in prepared.into_iter().enumerate() {
         if interrupted.is_none() {
             interrupted = opt_at_k::interrupted();
         }
@@ -169,7 +198,17 @@ async fn run_entries(
                 result.run_dir
             );
         }
-        match opt_at_k::run(&plan).await {
+        let plan = match work {
+            Work::Plan(plan) => Ok(*plan),
+            Work::Agent(agent) => {
+                agent_plan(entry, &agent, &mut result, (batch, batch_dir, o)).await
+            }
+        };
+        let outcome = match plan {
+            Ok(plan) => opt_at_k::run(&plan).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
             Ok(outcome) => {
                 record(&mut result, &outcome, gates);
                 if let Some(f) = &result.figures

@@ -1,7 +1,8 @@
 //! `harness agent run` resumes by sample and retries only what failed for an API reason
 //! (LoCoDiff's rule): a scripted 429 takes one sample's request; that sample gets no row and
 //! the next run retries it alone, its row adding up both attempts; a sample whose model gave
-//! a bad outcome keeps its row and is never run again.
+//! a bad outcome keeps its row and is never run again. And a batch of agent x model entries:
+//! the agent runs with each model, then each entry is evaluated and ranked with its cost.
 
 use std::path::Path;
 
@@ -33,13 +34,20 @@ for c in answer["content"]:
 "#;
 
 fn agents_file(dir: &Path) -> std::path::PathBuf {
+    agents_file_priced(dir, "")
+}
+
+/// The asker's agents file, with `more` price tables.
+fn agents_file_priced(dir: &Path, more: &str) -> std::path::PathBuf {
     write(&dir.join("asker.py"), ASKER);
     let p = dir.join("agents.toml");
     write(
         &p,
-        "[agent.asker]\nscript = \"asker.py\"\ncommand = \"python3 /opt/agent/run\"\n\
+        &format!(
+            "[agent.asker]\nscript = \"asker.py\"\ncommand = \"python3 /opt/agent/run\"\n\
          provider = \"anthropic\"\nkey = \"ANTHROPIC_API_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\
-         time_limit = 120\n\n[price.\"claude-sonnet-4-5\"]\ninput = 3.0\noutput = 15.0\n",
+         time_limit = 120\n\n[price.\"claude-sonnet-4-5\"]\ninput = 3.0\noutput = 15.0\n{more}"
+        ),
     );
     p
 }
@@ -144,4 +152,92 @@ fn a_rerun_after_a_scripted_429_retries_only_that_sample() {
         4,
         "nothing left to run: {text}"
     );
+}
+
+#[test]
+fn a_batch_runs_one_agent_with_two_models_and_ranks_them_by_cost_too() {
+    if !docker_available("agent_batch") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    make_task(&tmp.path().join("ds"), "batch-task", SLOW, FAST, "");
+    agents_file_priced(
+        tmp.path(),
+        "\n[price.\"claude-haiku-4-5\"]\ninput = 1.0\noutput = 5.0\n",
+    );
+    let server = scripted_model_failing(
+        &tmp.path().join("model"),
+        &["echo '# faster' >> mod.py"],
+        &[],
+    );
+    let o = run(harness()
+        .args(["agent", "models", "--model-server"])
+        .arg(format!("http://127.0.0.1:{}", server.port)));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "scripted\n", "{o:?}");
+    let config = tmp.path().join("batch.toml");
+    write(
+        &config,
+        &format!(
+            "name = \"agents-x-models\"\ndataset = \"ds\"\nk = 1\nagents = \"agents.toml\"\n\
+             model_server = \"http://127.0.0.1:{}\"\nmin_rounds = 3\nmax_rounds = 3\n\n\
+             [[entry]]\nagent = \"asker\"\nmodel = \"claude-sonnet-4-5\"\n\n\
+             [[entry]]\nagent = \"asker\"\nmodel = \"claude-haiku-4-5\"\n",
+            server.port
+        ),
+    );
+    let out = tmp.path().join("out");
+    let batch = || {
+        let o = run(harness()
+            .arg("run")
+            .arg(&config)
+            .arg("--results-dir")
+            .arg(&out)
+            .env("ANTHROPIC_API_KEY", "sk-ant-batch-test-key"));
+        let text =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{text}");
+        text
+    };
+    let text = batch();
+    assert_eq!(
+        requests(&server.log).len(),
+        2,
+        "one sample per model: {text}"
+    );
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("agents-x-models/batch.json")).unwrap(),
+    )
+    .unwrap();
+    let cost = |model: &str| {
+        report["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["model"] == format!("asker/{model}"))
+            .map(|e| e["figures"]["agents"]["cost_usd"].as_f64().unwrap())
+            .unwrap()
+    };
+    // (1200 x in + 300 x out + 900 cached x in) / 1e6 at each model's prices.
+    assert!(
+        (cost("claude-sonnet-4-5") - 0.0108).abs() < 1e-9,
+        "{report}"
+    );
+    assert!((cost("claude-haiku-4-5") - 0.0036).abs() < 1e-9, "{report}");
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("cheapest: asker/claude-haiku-4-5 ($0.0036)"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("fastest: ") && notes.contains("most efficient: "),
+        "{notes}"
+    );
+    let summary = std::fs::read_to_string(out.join("agents-x-models/summary.md")).unwrap();
+    assert!(
+        summary.contains("| cost |") && summary.contains("$0.0108"),
+        "{summary}"
+    );
+    // Run again: the agents' rows are kept and nothing is asked of the model again.
+    batch();
+    assert_eq!(requests(&server.log).len(), 2);
 }
