@@ -6,12 +6,13 @@ streamed or whole, well enough for their CLIs, and answers from a script instead
     scripted_model.py --script SCRIPT.json --port-file PORT_FILE [--log LOG.jsonl]
 
 SCRIPT.json: {"steps": ["shell command", ...], "final": "text", "usage": {"input_tokens": N,
-"output_tokens": N, "cache_read": N, "cache_write": N}, "errors": [429, ...]}. A request that
+"output_tokens": N, "cache_read": N, "cache_write": N}, "errors": [429, ...], "quote_key": false}. A request that
 offers tools gets the next step as a call of its shell tool (Claude Code's Bash, Codex's
 exec_command, a chat agent's first function), counted from the tool calls already in the
 conversation, so every conversation plays the script from its start; once the steps are
 done, the final text. A request without tools (a title, a summary) gets "ok". Each status in
-"errors" answers one request, in order, before any is answered (a provider's 429 or 529).
+"errors" answers one request, in order, before any is answered (a provider's 429 or 529); with "quote_key" their messages quote the
+credential the request carried (a careless provider's).
 Every response reports "usage". LOG.jsonl gets one line per request: path, model, the
 credential headers as received, the tool results the conversation holds, and what was
 answered. Binds 127.0.0.1 on a free port,
@@ -37,6 +38,7 @@ class Script:
         u = s.get("usage", {})
         self.usage = {k: int(u.get(k, 0)) for k in ("input_tokens", "output_tokens", "cache_read", "cache_write")}
         self.errors = list(s.get("errors", []))
+        self.quote_key = bool(s.get("quote_key"))
 
     def next_error(self):
         with LOCK:
@@ -214,8 +216,11 @@ def handler(script, log):
             if status:
                 self.record(dict(entry, answered=status))
                 kind = "overloaded_error" if status == 529 else "rate_limit_error"
+                message = "scripted %d" % status
+                if script.quote_key:  # a careless provider: its error quotes the credential
+                    message += " for key %s" % (self.headers.get("x-api-key") or self.headers.get("authorization"))
                 return self.reply(status, "application/json", json.dumps(
-                    {"type": "error", "error": {"type": kind, "message": "scripted %d" % status}}).encode())
+                    {"type": "error", "error": {"type": kind, "message": message}}).encode())
             ctype, data, said = route(script, body)
             self.record(dict(entry, answered=200, said=list(said)))
             self.reply(200, ctype, data)

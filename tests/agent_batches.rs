@@ -11,8 +11,12 @@ use crate::real_agents::{requests, scripted_model_failing};
 
 /// A minimal agent with a provider: one request to its model through the gateway, the
 /// tool call it gets run in the tree; sample 2 then fails as a model's bad outcome would
-/// (exit 3, nothing changed).
-const ASKER: &str = r#"import json, os, subprocess, sys, urllib.request, urllib.error
+/// (exit 3, nothing changed). `change-first` edits the tree before asking; `binary` writes
+/// a binary file after the answer.
+const ASKER: &str = r##"import json, os, subprocess, sys, urllib.request, urllib.error
+mode = sys.argv[1] if len(sys.argv) > 1 else "ask"
+if mode == "change-first":
+    open("mod.py", "a").write("# tried\n")
 body = {"model": os.environ["HARNESS_AGENT_MODEL"], "max_tokens": 64,
         "messages": [{"role": "user", "content": "speed it up"}],
         "tools": [{"name": "Bash", "input_schema": {"type": "object"}}]}
@@ -25,13 +29,16 @@ try:
 except urllib.error.HTTPError as e:
     print("API error", e.code)
     sys.exit(1)
+if mode == "binary":
+    open("blob.bin", "wb").write(bytes(range(256)))
+    sys.exit(0)
 if os.environ["HARNESS_SAMPLE"] == "2":
     print("the model's answer did not help")
     sys.exit(3)
 for c in answer["content"]:
     if c.get("type") == "tool_use":
         subprocess.run(c["input"]["command"], shell=True, check=True)
-"#;
+"##;
 
 fn agents_file(dir: &Path) -> std::path::PathBuf {
     agents_file_priced(dir, "")
@@ -46,7 +53,12 @@ fn agents_file_priced(dir: &Path, more: &str) -> std::path::PathBuf {
         &format!(
             "[agent.asker]\nscript = \"asker.py\"\ncommand = \"python3 /opt/agent/run\"\n\
          provider = \"anthropic\"\nkey = \"ANTHROPIC_API_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\
-         time_limit = 120\n\n[price.\"claude-sonnet-4-5\"]\ninput = 3.0\noutput = 15.0\n{more}"
+         time_limit = 120\n\n[agent.changer]\nscript = \"asker.py\"\n\
+         command = \"python3 /opt/agent/run change-first\"\nprovider = \"anthropic\"\n\
+         key = \"ANTHROPIC_API_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\n[agent.binary]\n\
+         script = \"asker.py\"\ncommand = \"python3 /opt/agent/run binary\"\n\
+         provider = \"anthropic\"\nkey = \"ANTHROPIC_API_KEY\"\nmodel = \"claude-sonnet-4-5\"\n\n\
+         [price.\"claude-sonnet-4-5\"]\ninput = 3.0\noutput = 15.0\n{more}"
         ),
     );
     p
@@ -152,6 +164,27 @@ fn a_rerun_after_a_scripted_429_retries_only_that_sample() {
         4,
         "nothing left to run: {text}"
     );
+
+    // A budget for the whole run: $0.0108 a sample, $0.02 in all; the second sample starts
+    // with what is left (its one answer crosses it), the third does not start.
+    let o = run(harness()
+        .args(["agent", "run", "--agent", "asker", "--samples", "3"])
+        .arg("--agents")
+        .arg(&agents)
+        .arg("--dataset")
+        .arg(&ds)
+        .arg("--results-dir")
+        .arg(tmp.path().join("budget"))
+        .args(["--max-run-cost", "0.02", "--model-server"])
+        .arg(format!("http://127.0.0.1:{}", server.port))
+        .env("ANTHROPIC_API_KEY", "sk-ant-retry-test-key"));
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("retry-task/2: not run: the run's budget of $0.02 is spent"),
+        "{text}"
+    );
+    assert_eq!(requests(&server.log).len(), 6, "{text}");
 }
 
 #[test]
@@ -240,4 +273,78 @@ fn a_batch_runs_one_agent_with_two_models_and_ranks_them_by_cost_too() {
     // Run again: the agents' rows are kept and nothing is asked of the model again.
     batch();
     assert_eq!(requests(&server.log).len(), 2);
+}
+
+#[test]
+fn an_agent_cannot_trade_its_outcome_for_a_new_draw() {
+    if !docker_available("agent_redraw") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "redraw-task", SLOW, FAST, "");
+    let agents = agents_file(tmp.path());
+    let server = scripted_model_failing(
+        &tmp.path().join("model"),
+        &["echo '# faster' >> mod.py"],
+        &[429, 429, 429, 429],
+    );
+    let out = tmp.path().join("out");
+    let agent_run = |agent: &str| {
+        let o = run(harness()
+            .args(["agent", "run", "--agent", agent])
+            .arg("--agents")
+            .arg(&agents)
+            .arg("--dataset")
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&out)
+            .args([
+                "--model-server",
+                &format!("http://127.0.0.1:{}", server.port),
+            ])
+            .env("ANTHROPIC_API_KEY", "sk-ant-redraw-test-key"));
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let row = |agent: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(out.join(format!("agents/{agent}.predictions.jsonl")))
+            .unwrap_or_default();
+        text.lines()
+            .next()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .unwrap_or_default()
+    };
+    // A 429 after a change: the change is the sample (never a new draw).
+    let text = agent_run("changer");
+    let changed = row("changer");
+    assert!(
+        changed["model_patch"]
+            .as_str()
+            .unwrap_or("")
+            .contains("# tried"),
+        "{text}"
+    );
+    // The same failure with no change is retried, at most twice: the third is the sample.
+    for _ in 0..2 {
+        let text = agent_run("asker");
+        assert!(text.contains("failed for an API reason"), "{text}");
+        assert!(row("asker").is_null(), "{text}");
+    }
+    let text = agent_run("asker");
+    assert!(text.contains("after 3 attempts"), "{text}");
+    let gave_up = row("asker");
+    assert_eq!(gave_up["model_patch"], "", "{gave_up}");
+    assert_eq!(gave_up["agent_usage"]["retries"], 2, "{gave_up}");
+    assert_eq!(gave_up["agent_usage"]["requests"], 3, "{gave_up}");
+    // A patch the harness refuses (a binary file) is the agent's outcome, its cost kept.
+    let text = agent_run("binary");
+    assert!(text.contains("binary"), "{text}");
+    let binary = row("binary");
+    assert_eq!(binary["model_patch"], "", "{text}");
+    assert_eq!(binary["agent_usage"]["requests"], 1, "{binary}");
+    assert!(binary["agent_usage"]["cost_usd"].as_f64().unwrap() > 0.0);
+    let asked = requests(&server.log).len();
+    agent_run("binary");
+    agent_run("changer");
+    assert_eq!(requests(&server.log).len(), asked, "nothing is drawn again");
 }

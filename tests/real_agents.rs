@@ -338,9 +338,17 @@ fn reports_show_the_spend(run_dir: &Path, agent: &str, dollars: f64) {
         page.contains("id=\"agent-spend\"") && page.contains(&shown),
         "{agent}"
     );
+    let c = &report["change"];
+    let files = c["files"].as_u64().unwrap();
+    let change = format!(
+        "{files} file{} +{} -{}",
+        if files == 1 { "" } else { "s" },
+        c["added"],
+        c["removed"]
+    );
     assert!(
-        page.contains("agent spend") && page.contains("1 file +"),
-        "{agent}"
+        page.contains("agent spend") && page.contains(&change),
+        "{agent}: {change}"
     );
     let csv = read("results.csv");
     assert!(

@@ -416,6 +416,11 @@ pub struct ModelArgs {
     /// requests are refused once spent, and the sample says so.
     #[arg(long, value_name = "DOLLARS")]
     pub max_cost: Option<f64>,
+    /// Dollars the whole run's agents may spend: each sample's agent may spend what is
+    /// left, and once it is spent no further sample starts (each is named; the next run
+    /// with a budget runs it).
+    #[arg(long, value_name = "DOLLARS")]
+    pub max_run_cost: Option<f64>,
 }
 
 #[derive(Debug, Args)]

@@ -106,6 +106,7 @@ impl ModelArgs {
         agent::ModelAccess {
             model_server: self.model_server,
             max_cost: self.max_cost,
+            max_run_cost: self.max_run_cost,
         }
     }
 }

@@ -188,6 +188,10 @@ pub struct SpendTotals {
     /// Samples whose cost is unknown (a model the table does not price, an answer that
     /// reported no usage).
     pub unknown_cost_samples: usize,
+    /// Samples with an answer whose tokens were not reported (no usage, or still streaming
+    /// when the agent ended): the token counts are then at least what they say.
+    #[serde(default)]
+    pub unknown_token_samples: usize,
     pub agent_seconds: f64,
 }
 
@@ -209,6 +213,9 @@ impl SpendTotals {
             t.cache_read_tokens += u.cache_read_tokens;
             t.cache_write_tokens += u.cache_write_tokens;
             t.agent_seconds += s.seconds.unwrap_or(0.0);
+            if u.unreported > 0 || u.in_flight > 0 {
+                t.unknown_token_samples += 1;
+            }
             match u.dollars() {
                 Some(d) => t.cost_usd = t.cost_usd.map(|c| c + d),
                 None => {
@@ -223,6 +230,15 @@ impl SpendTotals {
     /// All tokens, cached ones included.
     pub fn tokens(&self) -> u64 {
         self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+
+    /// The tokens as text: "≥N" when some answers did not report theirs.
+    pub fn tokens_text(&self) -> String {
+        if self.unknown_token_samples > 0 {
+            format!("≥{}", self.tokens())
+        } else {
+            self.tokens().to_string()
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use futures::StreamExt;
 
+use super::run::Attempt;
 use super::{
     Agent, AgentRun, AgentRunOptions, api_failure, named, run_once, saved_patches, secrets, spent,
 };
@@ -226,47 +227,62 @@ pub async fn run_batch(
     }
     let say = &say;
     let checker = &results;
+    // Dollars the finished runs spent (`--max-run-cost`): a sample starts with what is left.
+    let spent = std::cell::Cell::new(0.0_f64);
+    let spent_so_far = &spent;
     let mut running = futures::stream::iter(todo.into_iter().map(|(task, image, sample)| {
         let log = logs_dir(results_dir, agent, task).join(format!("{sample}.log"));
         async move {
-            say(format!(
-                "agent {} on {}/{sample}: running",
-                agent.name, task.id
-            ));
-            let run = match checker.check(&log) {
-                Ok(()) => run_once(engine, agent, task, &image, sample, &log).await,
-                Err(e) => Err(e),
+            let attempt = match (
+                checker.check(&log),
+                within_budget(agent, spent_so_far.get()),
+            ) {
+                (Err(e), _) | (_, Err(e)) => Attempt {
+                    run: Err(e),
+                    usage: None,
+                },
+                (Ok(()), Ok(agent)) => {
+                    say(format!(
+                        "agent {} on {}/{sample}: running",
+                        agent.name, task.id
+                    ));
+                    run_once(engine, &agent, task, &image, sample, &log).await
+                }
             };
-            (task, sample, run)
+            (task, sample, attempt)
         }
     }))
     .buffer_unordered(jobs.max(1));
-    while let Some((task, sample, run)) = running.next().await {
+    while let Some((task, sample, attempt)) = running.next().await {
         let at = format!("{}/{sample}", task.id);
-        let r = match run {
-            Ok(r) => r,
-            Err(e) => {
-                batch.failures.push(format!("{at}: {e:#}"));
+        // What it spent counts against the run's budget whatever became of it; a cost
+        // that is not known leaves the budget unenforceable, so nothing further starts.
+        if let Some(u) = &attempt.usage {
+            spent.set(spent.get() + u.dollars().unwrap_or(f64::INFINITY));
+        }
+        let attempts = attempts_path(results_dir, agent, task, sample);
+        let earlier = earlier_attempts(&attempts);
+        let r = match settle(attempt, earlier.len()) {
+            Settled::Row(r) => r,
+            Settled::Retry { why, usage, api } => {
+                // No row: the next run tries it again, adding what this attempt spent.
+                if let Some(u) = usage.filter(|u| u.requests > 0)
+                    && let Err(e) = record_attempt(&results, &attempts, &u)
+                {
+                    batch.failures.push(format!("{at}: {e:#}"));
+                }
+                batch.failures.push(format!("{at}: {why}"));
+                if api {
+                    batch.api_failures.push(at);
+                }
                 continue;
             }
         };
         say(finished_line(agent, &at, &r));
-        let attempts = attempts_path(results_dir, agent, task, sample);
-        if let Some(why) = api_failure(&r) {
-            // Not the model's outcome: no row, so the next run tries it again.
-            if let Some(u) = &r.usage
-                && let Err(e) = record_attempt(&results, &attempts, u)
-            {
-                batch.failures.push(format!("{at}: {e:#}"));
-            }
-            batch.failures.push(format!("{at}: {why}"));
-            batch.api_failures.push(at);
-            continue;
-        }
         if let Some(why) = &r.stopped {
             batch.failures.push(format!("{at}: {why}"));
         }
-        let row = row_of(agent.rows_name(), &r, &earlier_attempts(&attempts));
+        let row = row_of(agent.rows_name(), &r, &earlier);
         rows.mine.insert((task.id.clone(), sample), row);
         write(&rows)?;
         let _ = results.remove(&attempts);
@@ -274,6 +290,75 @@ pub async fn run_batch(
     }
     write(&rows)?;
     Ok(batch)
+}
+
+/// A sample's attempts after the first that failed for an API reason: the one after them
+/// is the sample, whatever it gives (an agent that can bring about a provider's 429 gets at
+/// most this many new draws).
+pub const MAX_API_RETRIES: usize = 2;
+
+/// What becomes of an attempt: its row, or no row and why.
+enum Settled {
+    Row(AgentRun),
+    Retry {
+        why: String,
+        usage: Option<Usage>,
+        /// Failed for an API reason (else the harness failed).
+        api: bool,
+    },
+}
+
+/// An attempt's fate, `earlier` attempts of its sample having failed.
+fn settle(attempt: Attempt, earlier: usize) -> Settled {
+    let mut r = match attempt.run {
+        Ok(r) => r,
+        Err(e) => {
+            return Settled::Retry {
+                why: format!("{e:#}"),
+                usage: attempt.usage,
+                api: false,
+            };
+        }
+    };
+    match api_failure(&r) {
+        Some(why) if earlier < MAX_API_RETRIES => Settled::Retry {
+            why,
+            usage: r.usage,
+            api: true,
+        },
+        Some(why) => {
+            r.patch.clear();
+            r.stopped = Some(format!(
+                "{why}; after {} attempts that failed so, the sample is an empty patch",
+                earlier + 1
+            ));
+            Settled::Row(r)
+        }
+        None => Settled::Row(r),
+    }
+}
+
+/// The agent as a sample starts it: its budget no more than what the run has left; an
+/// error when the run's budget is spent.
+fn within_budget(agent: &Agent, spent: f64) -> Result<Agent> {
+    let mut agent = agent.clone();
+    if let Some(run_budget) = agent.max_run_cost {
+        let left = run_budget - spent;
+        if spent.is_infinite() {
+            bail!(
+                "not run: the run's budget of ${run_budget:.2} cannot be held (an earlier \
+                 sample's cost is unknown: --max-run-cost); run again to run it"
+            );
+        }
+        if left <= 0.0 {
+            bail!(
+                "not run: the run's budget of ${run_budget:.2} is spent (${spent:.4}; \
+                 --max-run-cost); run again to run it"
+            );
+        }
+        agent.max_cost = Some(agent.max_cost.map_or(left, |c| c.min(left)));
+    }
+    Ok(agent)
 }
 
 /// "agent A on t/0: exit 0 in 12.3 s, patch of 420 bytes, 5 request(s) ... (log ...)".

@@ -79,6 +79,8 @@ pub struct Agent {
     pub model_server: Option<String>,
     /// Dollars a sample may spend (`--max-cost`).
     pub max_cost: Option<f64>,
+    /// Dollars all the samples of one `agent run` may spend (`--max-run-cost`).
+    pub max_run_cost: Option<f64>,
     /// The `model_name_or_path` of its rows when not its name (a batch's agent x model
     /// entry: `agent/model`).
     pub rows_as: Option<String>,
@@ -207,6 +209,7 @@ pub fn load(path: &Path) -> Result<BTreeMap<String, Agent>> {
                 prices: raw.price.clone(),
                 model_server: None,
                 max_cost: None,
+                max_run_cost: None,
                 rows_as: None,
             },
         );
@@ -303,12 +306,13 @@ pub struct AgentRun {
 }
 
 /// Why a run is not the model's outcome, if its agent failed for an API reason: its last
-/// request to the provider failed (429, 5xx, overloaded, no connection) and it then exited
-/// with an error or changed nothing. The LoCoDiff rule: such a run is retried, a run whose
-/// model produced a bad patch never is.
+/// request to the provider failed (429, 5xx, overloaded, no connection) and it left no
+/// change. The LoCoDiff rule: such a run is retried, a run whose model produced a patch,
+/// good, bad or cut short, never is (a change it made before the failure is its outcome:
+/// an agent cannot trade a bad patch for a new draw by bringing about a 429).
 pub fn api_failure(r: &AgentRun) -> Option<String> {
     let u = r.usage.as_ref()?;
-    let failed = r.stopped.is_none() && (r.exit_code != Some(0) || r.patch.is_empty());
+    let failed = r.stopped.is_none() && r.patch.is_empty();
     (u.ended_on_api_error && failed).then(|| {
         format!(
             "the agent failed for an API reason (no patch saved; the next run retries it): {}",
@@ -401,6 +405,7 @@ pub struct AgentRunOptions {
 pub struct ModelAccess {
     pub model_server: Option<String>,
     pub max_cost: Option<f64>,
+    pub max_run_cost: Option<f64>,
 }
 
 /// The agent named `name` in the agents file, with the user's model access, or an error
@@ -414,20 +419,28 @@ pub fn named(agents_file: &Path, name: &str, access: &ModelAccess) -> Result<Age
             agents.keys().cloned().collect::<Vec<_>>().join(", ")
         )
     })?;
-    if let Some(c) = access.max_cost
-        && !(c.is_finite() && c > 0.0)
-    {
-        bail!("--max-cost: {c} is not a number of dollars above 0");
+    for (flag, value) in [
+        ("--max-cost", access.max_cost),
+        ("--max-run-cost", access.max_run_cost),
+    ] {
+        if let Some(c) = value
+            && !(c.is_finite() && c > 0.0)
+        {
+            bail!("{flag}: {c} is not a number of dollars above 0");
+        }
     }
-    if agent.gateway.is_none() && (access.model_server.is_some() || access.max_cost.is_some()) {
+    let budgets = access.max_cost.is_some() || access.max_run_cost.is_some();
+    if agent.gateway.is_none() && (access.model_server.is_some() || budgets) {
         bail!(
-            "agent {name} has no provider in {}: --model-server and --max-cost apply to \
-             agents that reach their model through the harness's gateway",
+            "agent {name} has no provider in {}: --model-server, --max-cost and \
+             --max-run-cost apply to agents that reach their model through the harness's \
+             gateway",
             agents_file.display()
         );
     }
     agent.model_server = access.model_server.clone();
     agent.max_cost = access.max_cost;
+    agent.max_run_cost = access.max_run_cost;
     Ok(agent)
 }
 

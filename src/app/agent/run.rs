@@ -14,6 +14,13 @@ use crate::sandbox::docker::container::{ExecOutcome, Sandbox};
 use crate::sandbox::docker::spec::SandboxSpec;
 use crate::sandbox::docker::{Engine, LABEL_INSTANCE, LABEL_RUN, LABEL_VARIANT};
 
+/// One attempt: the run, or why the harness could not make one, and in both cases what
+/// the agent spent through the gateway (an attempt that failed still cost what it cost).
+pub struct Attempt {
+    pub run: Result<AgentRun>,
+    pub usage: Option<crate::app::gateway::Usage>,
+}
+
 /// Runs `agent` once on `task` in a fresh container of its image (made from `image`, the
 /// task's, when missing); the log goes (redacted) to `log_path`. The container is removed
 /// on every path.
@@ -24,18 +31,37 @@ pub async fn run_once(
     image: &str,
     sample: usize,
     log_path: &Path,
+) -> Attempt {
+    let mut gateway = None;
+    let run = attempt(engine, agent, task, image, sample, log_path, &mut gateway).await;
+    let usage = gateway.map(|g: crate::app::gateway::Gateway| g.stop());
+    let run = run.map(|mut r| {
+        r.usage = usage.clone();
+        r
+    });
+    Attempt { run, usage }
+}
+
+async fn attempt(
+    engine: &Engine,
+    agent: &Agent,
+    task: &Task,
+    image: &str,
+    sample: usize,
+    log_path: &Path,
+    gateway_slot: &mut Option<crate::app::gateway::Gateway>,
 ) -> Result<AgentRun> {
     let secrets = secrets(agent)?;
-    let gateway = match &agent.gateway {
-        Some(g) => Some(start_gateway(agent, g).await?),
-        None => None,
-    };
+    if let Some(g) = &agent.gateway {
+        *gateway_slot = Some(start_gateway(agent, g).await?);
+    }
+    let gateway = gateway_slot.as_ref();
     // The agent's environment: the variables it asked for and, with a gateway, its
     // token and the gateway's address; what its logs and patch must not hold: those
     // variables and the provider's key (which is never in the container).
     let mut env = secrets.clone();
     let mut hidden = secrets.clone();
-    if let Some(gw) = &gateway {
+    if let Some(gw) = gateway {
         env.extend(gw.agent_env());
         if let Some(key) = gw.key() {
             hidden.push(("the provider's key".to_string(), key.to_string()));
@@ -45,7 +71,7 @@ pub async fn run_once(
         env.push(("HARNESS_AGENT_MODEL".to_string(), model));
     }
     let binds: Vec<String> = gateway
-        .iter()
+        .into_iter()
         .map(|gw| {
             format!(
                 "{}:{}:ro",
@@ -88,10 +114,8 @@ pub async fn run_once(
     let access = Access { env, hidden };
     let result = drive(&sandbox, agent, task, sample, &access, log_path).await;
     let removed = sandbox.remove().await;
-    let usage = gateway.map(|g| g.stop());
-    let mut run = result?;
+    let run = result?;
     removed?;
-    run.usage = usage;
     Ok(run)
 }
 
@@ -114,6 +138,7 @@ async fn start_gateway(
     let grant = crate::app::gateway::Grant {
         token: crate::app::gateway::new_token()?,
         max_cost: agent.max_cost,
+        model: g.model.clone(),
     };
     crate::app::gateway::Gateway::start(upstream, grant, agent.prices.clone()).await
 }
@@ -156,25 +181,36 @@ async fn drive(
             .unwrap_or_else(|| format!("exit {:?}", ran.as_ref().map(|r| r.exit_code))),
         out.output
     ));
-    let patch = match (&stopped, &ran) {
-        (None, Some(r)) => match checked_patch(r, agent) {
-            Ok(p) => p,
-            Err(e) => {
-                write_log(log_path, &redact(&log, secrets))?;
-                return Err(e);
-            }
-        },
-        _ => String::new(),
+    let mut patch = match (&stopped, &ran) {
+        (None, Some(r)) => checked_patch(r, agent),
+        _ => Ok(String::new()),
     };
     write_log(log_path, &redact(&log, secrets))?;
-    if let Some(name) = secret_in(&patch, secrets) {
-        bail!(
-            "agent {} wrote the value of {name} into its patch for {}: the patch is not saved",
+    if let Ok(p) = &patch
+        && let Some(name) = secret_in(p, secrets)
+    {
+        patch = Err(anyhow::anyhow!(
+            "agent {} wrote the value of {name} into its patch for {}",
             agent.name,
             task.id
-        );
+        ));
     }
-    refuse_binary(&patch, agent, task)?;
+    if let Ok(p) = &patch
+        && let Err(e) = refuse_binary(p, agent, task)
+    {
+        patch = Err(e);
+    }
+    // A patch the harness cannot take is the agent's outcome, not the harness's failure:
+    // the sample is an empty patch, said so, and is never run again.
+    let (patch, stopped) = match patch {
+        Ok(p) => (p, stopped),
+        Err(e) => (
+            String::new(),
+            Some(format!(
+                "its patch is not saved ({e:#}): the sample is an empty patch"
+            )),
+        ),
+    };
     Ok(AgentRun {
         instance_id: task.id.clone(),
         sample,

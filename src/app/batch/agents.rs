@@ -17,6 +17,7 @@ pub fn check(entry: &EntryPlan, a: &AgentEntry) -> Result<(Agent, Vec<String>)> 
     let access = ModelAccess {
         model_server: a.model_server.clone(),
         max_cost: a.max_cost,
+        max_run_cost: None,
     };
     let mut agent = crate::app::agent::named(&a.agents_file, &a.name, &access)?;
     let Some(gateway) = agent.gateway.as_mut() else {

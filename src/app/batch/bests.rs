@@ -32,11 +32,29 @@ pub fn notes(groups: &[Group], entries: &[EntryResult]) -> Vec<String> {
                 t.agent_seconds
             ));
         }
-        if let Some((label, t)) = spent.iter().min_by_key(|(_, t)| (t.tokens(), t.requests)) {
+        // Only entries whose every answer reported its tokens: "fewest" is not a floor.
+        if let Some((label, t)) = spent
+            .iter()
+            .filter(|(_, t)| t.unknown_token_samples == 0)
+            .min_by_key(|(_, t)| (t.tokens(), t.requests))
+        {
+            let uncounted: Vec<&str> = spent
+                .iter()
+                .filter(|(_, t)| t.unknown_token_samples > 0)
+                .map(|(l, _)| *l)
+                .collect();
             notes.push(format!(
-                "most efficient{of}: {label} ({} tokens in {} requests)",
+                "most efficient{of}: {label} ({} tokens in {} requests){}",
                 t.tokens(),
-                t.requests
+                t.requests,
+                if uncounted.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} had answers that reported no tokens (not compared)",
+                        uncounted.join(", ")
+                    )
+                }
             ));
         }
         let unknown: Vec<&str> = spent

@@ -89,7 +89,7 @@ fn spend_cells(t: Option<&crate::core::spend::SpendTotals>) -> [String; 4] {
         Some(t) => [
             format!("{:.0} s", t.agent_seconds),
             t.requests.to_string(),
-            t.tokens().to_string(),
+            t.tokens_text(),
             crate::core::spend::dollars_text(t.cost_usd),
         ],
         None => ["-", "-", "-", "-"].map(String::from),

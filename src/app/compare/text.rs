@@ -131,7 +131,7 @@ pub(super) fn spend_cells(t: Option<&crate::core::spend::SpendTotals>) -> [Strin
         Some(t) => [
             crate::core::spend::dollars_text(t.cost_usd),
             t.requests.to_string(),
-            t.tokens().to_string(),
+            t.tokens_text(),
         ],
         None => ["-".into(), "-".into(), "-".into()],
     }

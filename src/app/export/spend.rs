@@ -41,6 +41,9 @@ pub fn spend_cell(s: &SampleReport) -> String {
     if u.retries > 0 {
         cell.push_str(&format!(", {} API retr{}", u.retries, plural_y(u.retries)));
     }
+    if u.refused_over_budget > 0 {
+        cell.push_str(", budget spent");
+    }
     cell
 }
 
@@ -68,7 +71,11 @@ pub fn usage_words(u: &Usage, seconds: Option<f64>) -> String {
         } else {
             String::new()
         }
-    )
+    ) + if u.refused_over_budget > 0 {
+        "; its budget was spent (--max-cost): the gateway refused its further requests"
+    } else {
+        ""
+    }
 }
 
 /// The run's line: "agents: 6 samples, 24 requests (1 failed), ...".

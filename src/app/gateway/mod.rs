@@ -85,6 +85,8 @@ pub struct Grant {
     /// Dollars; requests are refused once the answers so far cost this much (or, with an
     /// unpriced model, once any budget is set and the cost is unknown).
     pub max_cost: Option<f64>,
+    /// The model every request asks for (the agent's own choice is replaced).
+    pub model: Option<String>,
 }
 
 /// The state the proxy updates and the run reads.

@@ -139,20 +139,14 @@ async fn forward(
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_default();
-    let mut headers = HeaderMap::new();
-    for (k, v) in req.headers() {
-        if carried(k) {
-            headers.append(k.clone(), v.clone());
-        }
-    }
+    let mut headers = forwarded_headers(req.headers());
     let body = http_body_util::Limited::new(req.into_body(), MAX_REQUEST)
         .collect()
         .await
         .map_err(|e| (StatusCode::PAYLOAD_TOO_LARGE, format!("the request: {e}")))?
         .to_bytes();
-    let body = match super::request::vetted(provider, &body) {
-        Ok(Some(rewritten)) => Bytes::from(rewritten),
-        Ok(None) => body,
+    let body = match super::request::vetted(provider, &body, shared.grant.model.as_deref()) {
+        Ok(vetted) => Bytes::from(vetted),
         Err(why) => {
             return Err((
                 StatusCode::BAD_REQUEST,
@@ -192,16 +186,21 @@ async fn forward(
             response_headers.append(k.clone(), v.clone());
         }
     }
-    if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-        let text = answer.bytes().await.unwrap_or_default();
-        api_failure(
-            &shared,
-            &format!(
-                "{status} {}",
-                String::from_utf8_lossy(&text[..text.len().min(300)])
-            ),
-        );
-        let mut r = Response::new(full(text));
+    if !status.is_success() {
+        // A failure's body is small and can quote the request's credentials: read whole
+        // (bounded), the key taken out, before the agent or a record sees it.
+        let text = without_key(&read_bounded(answer).await, &shared.upstream);
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            api_failure(
+                &shared,
+                &format!("{status} {}", text.chars().take(300).collect::<String>()),
+            );
+        } else if let Ok(mut u) = shared.usage.lock() {
+            u.requests += 1;
+            u.ended_on_api_error = false;
+        }
+        response_headers.remove(hyper::header::CONTENT_LENGTH);
+        let mut r = Response::new(full(Bytes::from(text)));
         *r.status_mut() = status;
         *r.headers_mut() = response_headers;
         return Ok(r);
@@ -222,6 +221,27 @@ async fn forward(
     *r.status_mut() = status;
     *r.headers_mut() = response_headers;
     Ok(r)
+}
+
+/// The request's headers as forwarded: no connection's or credential's, and the
+/// `anthropic-beta` list without what is priced apart.
+fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (k, v) in from {
+        if !carried(k) {
+            continue;
+        }
+        if k.as_str() == "anthropic-beta" {
+            if let Some(kept) = v.to_str().ok().and_then(super::request::beta_header)
+                && let Ok(kept) = HeaderValue::from_str(&kept)
+            {
+                headers.append(k.clone(), kept);
+            }
+            continue;
+        }
+        headers.append(k.clone(), v.clone());
+    }
+    headers
 }
 
 /// The provider's key, in its header (none for a server that needs none).
@@ -246,6 +266,28 @@ fn add_key(
     Ok(())
 }
 
+/// At most 1 MiB of a failure's body, as text.
+async fn read_bounded(answer: reqwest::Response) -> String {
+    let mut out = Vec::new();
+    let mut chunks = answer.bytes_stream();
+    while let Some(Ok(bytes)) = chunks.next().await {
+        out.extend_from_slice(&bytes);
+        if out.len() > 1 << 20 {
+            out.truncate(1 << 20);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `text` with the provider's key replaced by `***`.
+fn without_key(text: &str, upstream: &super::Upstream) -> String {
+    match upstream.key.as_deref() {
+        Some(key) if !key.is_empty() => text.replace(key, "***"),
+        _ => text.to_string(),
+    }
+}
+
 /// Refuses a request once the sample's budget is spent.
 fn over_budget(shared: &Shared) -> Result<(), (StatusCode, String)> {
     let Some(max) = shared.grant.max_cost else {
@@ -258,6 +300,11 @@ fn over_budget(shared: &Shared) -> Result<(), (StatusCode, String)> {
         format!(
             "a budget of ${max:.2} cannot be held: {} is not in the price table",
             usage.unpriced_models.join(", ")
+        )
+    } else if usage.unreported > 0 || usage.in_flight > 0 {
+        format!(
+            "a budget of ${max:.2} cannot be held: an answer reported no usage, so what was \
+             spent is unknown"
         )
     } else {
         match usage.cost_usd {

@@ -19,11 +19,18 @@ impl Drop for Server {
 }
 
 fn scripted(dir: &Path) -> Server {
+    scripted_with(dir, r#""errors": [429]"#)
+}
+
+/// The scripted server with `errors` (and what else the script says) as given.
+fn scripted_with(dir: &Path, errors: &str) -> Server {
     let script = dir.join("script.json");
     std::fs::write(
         &script,
-        r#"{"steps": ["echo hi"], "errors": [429],
-            "usage": {"input_tokens": 1000, "output_tokens": 100}}"#,
+        format!(
+            r#"{{"steps": ["echo hi"], {errors},
+            "usage": {{"input_tokens": 1000, "output_tokens": 100}}}}"#
+        ),
     )
     .unwrap();
     let port = dir.join("port");
@@ -77,6 +84,15 @@ async fn settled(gw: &Gateway, requests: u64) -> Usage {
 
 /// A gateway to the scripted server, "claude-x" at $3 / $15 a million tokens.
 async fn gateway(server: &Server, key: Option<String>, max_cost: f64) -> (Gateway, String) {
+    gateway_for(server, key, Some(max_cost), None).await
+}
+
+async fn gateway_for(
+    server: &Server,
+    key: Option<String>,
+    max_cost: Option<f64>,
+    model: Option<&str>,
+) -> (Gateway, String) {
     let mut prices = Prices::new();
     prices.insert(
         "claude-x".into(),
@@ -95,7 +111,8 @@ async fn gateway(server: &Server, key: Option<String>, max_cost: f64) -> (Gatewa
     let token = new_token().unwrap();
     let grant = Grant {
         token: token.clone(),
-        max_cost: Some(max_cost),
+        max_cost,
+        model: model.map(str::to_string),
     };
     (
         Gateway::start(upstream, grant, prices).await.unwrap(),
@@ -185,4 +202,36 @@ async fn concurrent_requests_cannot_spend_past_the_budget() {
     // The provider's own tools never reached it.
     let log = std::fs::read_to_string(&server.2).unwrap();
     assert!(!log.contains("web_search"), "{log}");
+}
+
+#[tokio::test]
+async fn the_runs_model_is_asked_for_and_a_quoted_key_reaches_no_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = scripted_with(dir.path(), r#""errors": [500], "quote_key": true"#);
+    let key = "sk-real-key-quoted-by-a-careless-provider";
+    let (gw, token) = gateway_for(&server, Some(key.into()), None, Some("claude-x")).await;
+    let socket = gw.socket();
+    let body = r#"{"model": "claude-opus-4-1", "messages": [], "tools": [{"name": "Bash"}]}"#;
+    let (status, text) = ask(&socket, "POST", "/v1/messages", &token, body).await;
+    assert_eq!(status, 500, "{text}");
+    assert!(
+        text.contains("for key ***") && !text.contains(key),
+        "{text}"
+    );
+    let u = settled(&gw, 1).await;
+    let said = u.last_api_error.clone().unwrap_or_default();
+    assert!(said.contains("***") && !said.contains(key), "{said}");
+    let (status, _) = ask(&socket, "POST", "/v1/messages", &token, body).await;
+    assert_eq!(status, 200);
+    let u = gw.stop();
+    assert_eq!(
+        u.models,
+        vec!["claude-x".to_string()],
+        "priced as the run's model"
+    );
+    let log = std::fs::read_to_string(&server.2).unwrap();
+    assert!(
+        log.lines().all(|l| l.contains(r#""model": "claude-x""#)),
+        "the agent's own choice never reaches the provider: {log}"
+    );
 }

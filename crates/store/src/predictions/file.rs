@@ -517,7 +517,15 @@ fn agent_spend(
     let Some(usage) = usage.filter(|u| !u.is_null()) else {
         return Ok(None);
     };
-    let usage = serde_json::from_value(usage).map_err(|e| format!("`agent_usage`: {e}"))?;
+    let usage: harness_core::spend::Usage =
+        serde_json::from_value(usage).map_err(|e| format!("`agent_usage`: {e}"))?;
+    if let Some(c) = usage.cost_usd
+        && !(c.is_finite() && c >= 0.0)
+    {
+        return Err(format!(
+            "`agent_usage.cost_usd`: {c} is not a number of dollars"
+        ));
+    }
     let seconds = match seconds {
         None | Some(serde_json::Value::Null) => None,
         Some(v) => match v.as_f64() {

@@ -286,7 +286,7 @@ fn agents_card(summary: &Summary) -> Option<(String, String, String, &'static st
     Some((
         "agents' cost".to_string(),
         crate::core::spend::dollars_text(a.cost_usd),
-        format!("{} requests, {} tokens", a.requests, a.tokens()),
+        format!("{} requests, {} tokens", a.requests, a.tokens_text()),
         "agent-cost",
     ))
 }
