@@ -529,6 +529,10 @@ time_limit = 60
     for line in text.lines() {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();
         let patch = row["model_patch"].as_str().unwrap_or("");
+        if patch.is_empty() {
+            // The refused patch's sample: an empty patch, nothing to apply.
+            continue;
+        }
         let tree = tmp.path().join("applied");
         let _ = std::fs::remove_dir_all(&tree);
         let sh = |cmd: &str| {

@@ -84,7 +84,9 @@ fn scrub(v: &mut Value) -> Result<(), String> {
                     ));
                 }
             }
-            if obj.contains_key("file_id") {
+            // A content block naming a stored file (a tool's schema may have a property
+            // of that name: it is an object there, not a string).
+            if obj.get("file_id").is_some_and(Value::is_string) && obj.contains_key("type") {
                 return Err(
                     "stored files (file_id) are not forwarded: send the data inline".into(),
                 );
@@ -172,6 +174,7 @@ mod tests {
             r#"{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x"}]}]}"#,
             r#"{"input":[{"role":"user","content":[{"type":"input_file","file_url":"https://x/a.pdf"}]}]}"#,
             r#"{"input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}"#,
+            r#"{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f"}}]}]}"#,
         ] {
             assert!(
                 vetted(Provider::OpenAi, refused.as_bytes(), None).is_err(),
@@ -180,6 +183,10 @@ mod tests {
         }
         let inline = r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}"#;
         assert!(vetted(Provider::OpenAi, inline.as_bytes(), None).is_ok());
+        // Tools whose inputs are named url, image_url or file_id, and an agent's own call
+        // with a URL, are the agent's.
+        let schema = r#"{"tools":[{"name":"Fetch","input_schema":{"type":"object","properties":{"url":{"type":"string"},"image_url":{"type":"string"},"file_id":{"type":"string"}}}}],"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Fetch","input":{"url":"https://example.com"}}]}]}"#;
+        assert!(vetted(Provider::Anthropic, schema.as_bytes(), None).is_ok());
         let body = r#"{"model":"gpt-5-pro","stream":true,"service_tier":"priority","web_search_options":{},"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}"#;
         let out = forwarded(Provider::OpenAi, body, Some("gpt-5-mini"));
         assert_eq!(

@@ -483,11 +483,12 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
             let iv = s.intervals.as_ref();
             let st = s.opt_stats.as_ref();
             let anchor = page::anchor(&[&s.instance_id, &s.sample.to_string()]);
-            let shared = s
-                .shared_with
-                .as_ref()
-                .map(|w| format!("shares {w}'s timings"))
-                .unwrap_or_default();
+            // The patch's size, and whose timings it took when its tree is another's.
+            let patch = crate::app::export::spend::change_cell(s)
+                + &s.shared_with
+                    .as_ref()
+                    .map(|w| format!("; shares {w}'s timings"))
+                    .unwrap_or_default();
             let mut row = vec![
                 Cell::html(format!("<a href=\"#{anchor}\">{}</a>", esc(&s.instance_id))),
                 Cell::num(s.sample.to_string(), s.sample as f64),
@@ -517,8 +518,10 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
                 ),
                 decision_cell(s.decision_base),
                 decision_cell(s.decision_commit),
-                Cell::text(&shared),
-                Cell::text(&crate::app::export::spend::change_cell(s)),
+                Cell {
+                    class: "wrap narrow",
+                    ..Cell::text(&patch)
+                },
             ];
             if agents {
                 row.push(Cell {
@@ -546,8 +549,7 @@ fn samples_section(summary: &Summary, axis: &svg::LogAxis) -> String {
         format!("HM vs human{}", svg::axis_legend(axis)),
         "opt_base".into(),
         "opt_commit".into(),
-        "shared".into(),
-        "change".into(),
+        "patch".into(),
     ];
     if agents {
         headers.push("agent spend".into());
