@@ -127,9 +127,7 @@ def run_ours(rows_path, preds, out):
         f.write_text("".join(json.dumps(r) + "\n" for r in rows))
         files.append(f)
     cmd = [HARNESS, "opt-at-k", "--model", "side", "--rollout-per-file", "--k", str(len(files)),
-           "--dataset", dataset, "--results-dir", out / "ours", "--run-id", "side",
-           # Containers here write little; the check counts 11 per variant at resources.disk.
-           "--disk-check", "off"]
+           "--dataset", dataset, "--results-dir", out / "ours", "--run-id", "side"]
     for f in files:
         cmd += ["--predictions", f]
     t = time.time()

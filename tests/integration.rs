@@ -25,6 +25,7 @@ mod k8s;
 mod measurement;
 mod newcomer;
 mod ops;
+mod overrides;
 mod papercuts;
 mod partition;
 mod real_agents;

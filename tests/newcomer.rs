@@ -50,7 +50,6 @@ fn shell(home: &Path, prefix: &Path, command: &str) -> std::process::Command {
         // The debug build `cargo test` made: no second (release) build in the tests.
         .env("HARNESS_SETUP_PROFILE", "debug")
         .env("CARGO_TARGET_DIR", repo_root().join("target"))
-        .env("HARNESS_DISK_CHECK", "off")
         .env_remove("BROWSER")
         .env_remove("DISPLAY")
         .env_remove("WAYLAND_DISPLAY");

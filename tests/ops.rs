@@ -470,10 +470,9 @@ fn opt_at_k_writes_junit_and_gates_its_exit_code() {
     assert!(containers_of_run("ci-error").is_empty());
 }
 
-/// A run whose containers may hold more than Docker's data root has free (one task asking
-/// `resources.disk = "100000g"`: 3 variants x up to 11 containers each) is refused before
-/// anything is built or started, naming both figures and what to change; `--disk-check
-/// off` says so and runs it.
+/// A run whose install may write more than Docker's data root has free (one task with an
+/// install asking `resources.disk = "100000g"`) is refused before anything is built or
+/// started, naming both figures and what to change; `--disk-check off` says so and runs it.
 #[test]
 fn a_run_whose_containers_may_not_fit_on_disk_is_refused_before_it_starts() {
     if !docker_available("a_run_whose_containers_may_not_fit_on_disk") {
@@ -481,7 +480,13 @@ fn a_run_whose_containers_may_not_fit_on_disk_is_refused_before_it_starts() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let ds = tmp.path().join("ds");
-    make_task(&ds, "huge-disk", SLOW, FAST, "");
+    make_task(
+        &ds,
+        "huge-disk",
+        SLOW,
+        FAST,
+        "[install]\ncommands = [\"true\"]\n",
+    );
     let toml = ds.join("huge-disk/task.toml");
     let text = std::fs::read_to_string(&toml).unwrap();
     std::fs::write(
@@ -509,8 +514,7 @@ fn a_run_whose_containers_may_not_fit_on_disk_is_refused_before_it_starts() {
             .arg("--predictions")
             .arg(&preds)
             .arg("--results-dir")
-            .arg(&out)
-            .env_remove("HARNESS_DISK_CHECK"))
+            .arg(&out))
     };
 
     let o = opt_at_k("disk-refused", &[]);
@@ -520,7 +524,9 @@ fn a_run_whose_containers_may_not_fit_on_disk_is_refused_before_it_starts() {
         "not enough free disk",
         "on Docker's data root",
         "is free",
-        "huge-disk: 3 variant(s) x up to 11 container(s) x resources.disk 100000.0 GiB",
+        "huge-disk: 3 variant(s) x up to 11 container(s) x ",
+        "(install not measured yet)",
+        "an install in flight may write up to resources.disk 100000.0 GiB",
         "--replicas",
         "--disk-check off",
     ] {
@@ -562,4 +568,62 @@ fn a_run_whose_containers_may_not_fit_on_disk_is_refused_before_it_starts() {
             .is_file()
     );
     assert!(containers_of_run("disk-off").is_empty());
+}
+
+/// With the defaults (no `disk` key: 4 GiB a container) a task with five variants starts on
+/// a machine whose disk holds far less than their limits (5 variants x up to 11 containers
+/// x 4 GiB = 220 GiB, where this machine has about 80 GiB free): the check counts what the
+/// containers write, and each install starts only with room for its own limit. What the
+/// install wrote is kept in the harness's cache by task image: the next run's forecast.
+#[test]
+fn a_run_is_checked_against_what_it_writes_and_installs_are_measured() {
+    if !docker_available("a_run_is_checked_against_what_it_writes") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(
+        &ds,
+        "five",
+        SLOW,
+        FAST,
+        "[install]\ncommands = [\"dd if=/dev/zero of=built.bin bs=1M count=24 status=none\"]\n",
+    );
+    let preds = tmp.path().join("p.jsonl");
+    let fast = diff("mod.py", SLOW, FAST);
+    predictions(
+        &preds,
+        &[("five", Some(&fast)), ("five", Some(&fast)), ("five", None)],
+    );
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("out");
+    let o = run(harness()
+        .args(["opt-at-k", "--model", "test-model", "--k", "3"])
+        .args(["--run-id", "five", "--dataset"])
+        .arg(&ds)
+        .arg("--predictions")
+        .arg(&preds)
+        .arg("--results-dir")
+        .arg(&out)
+        .env("HARNESS_CACHE_DIR", &cache));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("not enough free disk"), "{err}");
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out.join("five/test-model/five/0/report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(report["status"], "passed", "{report}");
+    let kept: std::collections::BTreeMap<String, u64> = serde_json::from_slice(
+        &std::fs::read(cache.join("install-writes.json")).expect("installs measured"),
+    )
+    .unwrap();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let (image, bytes) = kept.iter().next().unwrap();
+    assert!(image.contains("five"), "{image}");
+    assert!(
+        (24 << 20..64 << 20).contains(bytes),
+        "the install wrote 24 MiB: {bytes}"
+    );
+    assert!(containers_of_run("five").is_empty());
 }

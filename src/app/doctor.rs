@@ -59,37 +59,7 @@ pub struct DoctorOptions {
 pub const DISK_FAIL: u64 = 2 << 30;
 pub const DISK_WARN: u64 = 10 << 30;
 
-/// Free and total bytes of the file system holding `path` (or its nearest existing parent).
-pub fn disk_space(path: &Path) -> std::io::Result<(u64, u64, PathBuf)> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut p = path.to_path_buf();
-    while !p.exists() {
-        if !p.pop() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{}: no such folder", path.display()),
-            ));
-        }
-    }
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a zeroed statvfs the call fills.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let frsize = if st.f_frsize > 0 {
-        st.f_frsize
-    } else {
-        st.f_bsize
-    };
-    Ok((
-        st.f_bavail as u64 * frsize as u64,
-        st.f_blocks as u64 * frsize as u64,
-        p,
-    ))
-}
+pub use crate::sandbox::disk_gate::disk_space;
 
 /// Bytes in GiB, one decimal.
 fn gib(n: u64) -> String {

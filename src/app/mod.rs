@@ -28,3 +28,22 @@ pub mod stdout;
 pub mod table;
 pub mod tasks;
 pub mod view;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+/// The harness's cache: `HARNESS_CACHE_DIR`, else `$XDG_CACHE_HOME/harness`, else
+/// `~/.cache/harness`.
+pub fn cache_root() -> Result<PathBuf> {
+    if let Some(d) = std::env::var_os("HARNESS_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("harness"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("no HOME, XDG_CACHE_HOME or HARNESS_CACHE_DIR for the harness's cache")?;
+    Ok(PathBuf::from(home).join(".cache/harness"))
+}

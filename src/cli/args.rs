@@ -545,10 +545,12 @@ pub struct OptAtKArgs {
 /// The disk check before a run's containers start.
 #[derive(Debug, Clone, Args)]
 pub struct DiskArgs {
-    /// Before starting containers, compare what they may hold (each container's
-    /// resources.disk, times the containers that may exist at once) with the free space of
-    /// Docker's data root and the results folder: `on` refuses a run that may not fit,
-    /// `off` says so and starts anyway.
+    /// Before starting containers, compare what they will write (the harness's files and
+    /// the patch in every container that may exist at once, installs as measured here
+    /// before, and room for one install in flight up to its resources.disk) with the free
+    /// space of Docker's data root and the results folder; during the run each install
+    /// starts only with room for its whole resources.disk. `on` refuses a run that may not
+    /// fit, `off` says so, starts anyway and lets installs start without room.
     #[arg(long, value_enum, default_value = "on", env = "HARNESS_DISK_CHECK")]
     pub disk_check: DiskCheckArg,
 }

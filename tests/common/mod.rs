@@ -32,10 +32,6 @@ pub fn repo_root() -> PathBuf {
 pub fn harness() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
     c.current_dir(repo_root());
-    // The tests' tasks keep `resources.disk`'s 4 GiB default, whose worst case under
-    // strict (3 variants x 11 containers x 4 GiB) is more than a test machine's disk: the
-    // disk check warns instead of refusing (tests/ops.rs checks the refusal itself).
-    c.env("HARNESS_DISK_CHECK", "off");
     c
 }
 

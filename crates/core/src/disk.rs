@@ -15,6 +15,22 @@ pub enum DiskCheck {
     Off,
 }
 
+/// What one install writes to its container's disk, as far as the run knows before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallWrites {
+    /// The task has no install: its containers write only the harness's files and the patch.
+    None,
+    /// The most an install of this task's image wrote in an earlier run on this machine.
+    Measured(u64),
+    /// Not measured yet: each install waits for room for its whole `resources.disk` as it
+    /// starts (the run's disk gate), so only the installs in flight are counted, at that.
+    Unmeasured,
+}
+
+/// Growth allowed on a measured install, beyond a quarter more: a patch may build a little
+/// more than base did; the guard's limit stops one that builds much more.
+pub const INSTALL_GROWTH: u64 = 64 << 20;
+
 /// One task's containers as the run may hold them at the same time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskDisk {
@@ -24,7 +40,11 @@ pub struct TaskDisk {
     pub variants: u64,
     /// The most containers a variant may have (replicas, grown to their maximum).
     pub containers_per_variant: u64,
-    /// `resources.disk`: how much one container's tree and home may grow.
+    /// What every container writes besides its install (measured: the harness's files, the
+    /// guard's configuration, the task's largest patch twice, as uploaded and applied).
+    pub fixed_bytes: u64,
+    pub install: InstallWrites,
+    /// `resources.disk`: the most one install may write (the guard stops it there).
     pub disk_bytes: u64,
 }
 
@@ -33,19 +53,52 @@ impl TaskDisk {
         self.variants.saturating_mul(self.containers_per_variant)
     }
 
+    /// An install's forecast: what was measured, a quarter more and `INSTALL_GROWTH`, at
+    /// most the limit; nothing when unmeasured (the gate holds room for it as it runs).
+    pub fn install_bytes(&self) -> u64 {
+        match self.install {
+            InstallWrites::Measured(b) => b
+                .saturating_add(b / 4)
+                .saturating_add(INSTALL_GROWTH)
+                .min(self.disk_bytes),
+            InstallWrites::None | InstallWrites::Unmeasured => 0,
+        }
+    }
+
+    /// What one container may hold when every container is made.
+    pub fn per_container(&self) -> u64 {
+        self.fixed_bytes.saturating_add(self.install_bytes())
+    }
+
+    /// Every container of the task, each with its forecast.
     pub fn bytes(&self) -> u64 {
-        self.containers().saturating_mul(self.disk_bytes)
+        self.containers().saturating_mul(self.per_container())
+    }
+
+    /// Room an install in flight may need beyond its forecast: up to its limit.
+    pub fn install_headroom(&self) -> u64 {
+        match self.install {
+            InstallWrites::None => 0,
+            _ => self.disk_bytes.saturating_sub(self.install_bytes()),
+        }
+    }
+
+    /// The forecast with the headroom of one install in flight: what decides which tasks
+    /// need most.
+    fn worst(&self) -> u64 {
+        self.bytes().saturating_add(self.install_headroom())
     }
 }
 
-/// The most a run may write.
+/// What a run may write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskNeed {
     /// The tasks whose containers may exist at the same time in the worst case: the
     /// `tasks_at_once` that need most, most first.
     pub counted: Vec<TaskDisk>,
     pub tasks_at_once: usize,
-    /// Containers that may exist at once, and what they may hold (Docker's data root).
+    /// Containers that may exist at once, and what they may hold (Docker's data root):
+    /// their forecasts and room for one install in flight beyond its forecast.
     pub containers: u64,
     pub container_bytes: u64,
     /// What the run's results folder may receive (every task's, not only those at once:
@@ -55,17 +108,27 @@ pub struct DiskNeed {
 
 /// What a run may write: its containers exist while their task is evaluated (made at its
 /// start, all removed at its end), and at most `tasks_at_once` tasks are evaluated at the
-/// same time, so the worst case is the `tasks_at_once` tasks whose containers may hold
-/// most, each with every variant grown to its most containers, each container filled to
-/// its `resources.disk`.
+/// same time, so the forecast is the `tasks_at_once` tasks whose containers may hold most,
+/// each with every variant grown to its most containers, each container holding what it
+/// writes besides its install and its install's measured writes; plus the largest room
+/// one install in flight may take beyond its forecast (its limit: the gate lets an install
+/// start only with room for all of it, so installs beyond the free space wait, one at a
+/// time at worst).
 pub fn need(mut tasks: Vec<TaskDisk>, tasks_at_once: usize, results_bytes: u64) -> DiskNeed {
-    tasks.sort_by(|a, b| b.bytes().cmp(&a.bytes()).then(a.task.cmp(&b.task)));
+    tasks.sort_by(|a, b| b.worst().cmp(&a.worst()).then(a.task.cmp(&b.task)));
     tasks.truncate(tasks_at_once.max(1));
+    let headroom = tasks
+        .iter()
+        .map(TaskDisk::install_headroom)
+        .max()
+        .unwrap_or(0);
     DiskNeed {
         containers: tasks
             .iter()
             .fold(0u64, |n, t| n.saturating_add(t.containers())),
-        container_bytes: tasks.iter().fold(0u64, |n, t| n.saturating_add(t.bytes())),
+        container_bytes: tasks
+            .iter()
+            .fold(headroom, |n, t| n.saturating_add(t.bytes())),
         counted: tasks,
         tasks_at_once: tasks_at_once.max(1),
         results_bytes,
@@ -97,14 +160,30 @@ fn breakdown(need: &DiskNeed) -> String {
         .iter()
         .take(3)
         .map(|t| {
-            format!(
-                "  {}: {} variant(s) x up to {} container(s) x resources.disk {} = {}",
+            let install = match t.install {
+                InstallWrites::None => "no install".to_string(),
+                InstallWrites::Measured(b) => format!(
+                    "install measured {} (+25% +{})",
+                    human(b),
+                    human(INSTALL_GROWTH)
+                ),
+                InstallWrites::Unmeasured => "install not measured yet".to_string(),
+            };
+            let mut line = format!(
+                "  {}: {} variant(s) x up to {} container(s) x {} ({install}) = {}",
                 t.task,
                 t.variants,
                 t.containers_per_variant,
-                human(t.disk_bytes),
+                human(t.per_container()),
                 human(t.bytes())
-            )
+            );
+            if t.install_headroom() > 0 {
+                line.push_str(&format!(
+                    "; an install in flight may write up to resources.disk {}",
+                    human(t.disk_bytes)
+                ));
+            }
+            line
         })
         .collect();
     if need.counted.len() > 3 {
@@ -180,11 +259,15 @@ mod tests {
 
     const GIB: u64 = 1 << 30;
 
-    fn task(id: &str, variants: u64, per: u64, disk: u64) -> TaskDisk {
+    const MIB: u64 = 1 << 20;
+
+    fn task(id: &str, variants: u64, per: u64, install: InstallWrites, disk: u64) -> TaskDisk {
         TaskDisk {
             task: id.into(),
             variants,
             containers_per_variant: per,
+            fixed_bytes: 4 * MIB,
+            install,
             disk_bytes: disk,
         }
     }
@@ -198,16 +281,39 @@ mod tests {
     }
 
     #[test]
+    fn a_forecast_counts_what_containers_write_not_their_limits() {
+        // Five variants of up to 11 containers at the 4 GiB default: 220 GiB of limits, but
+        // with no install each container holds the harness's files and the patch.
+        let t = task("idna-remap", 5, 11, InstallWrites::None, 4 * GIB);
+        assert_eq!((t.per_container(), t.bytes()), (4 * MIB, 220 * MIB));
+        assert_eq!(t.install_headroom(), 0);
+        // An install not measured yet: room for one install in flight at its limit.
+        let t = task("gso", 5, 11, InstallWrites::Unmeasured, 4 * GIB);
+        assert_eq!(need(vec![t], 1, 0).container_bytes, 220 * MIB + 4 * GIB);
+        // Measured at 100 MiB: each container 125 + 64 MiB more, and the limit's rest for
+        // the install in flight.
+        let t = task("gso", 5, 11, InstallWrites::Measured(100 * MIB), 4 * GIB);
+        assert_eq!(t.install_bytes(), 189 * MIB);
+        assert_eq!(t.per_container(), 193 * MIB);
+        let n = need(vec![t], 1, 0);
+        assert_eq!(n.container_bytes, 55 * 193 * MIB + (4 * GIB - 189 * MIB));
+        // A measurement above the limit is held to the limit.
+        let t = task("big", 1, 1, InstallWrites::Measured(8 * GIB), 4 * GIB);
+        assert_eq!((t.install_bytes(), t.install_headroom()), (4 * GIB, 0));
+    }
+
+    #[test]
     fn the_tasks_that_need_most_are_counted_as_many_as_run_at_once() {
         let tasks = vec![
-            task("small", 3, 1, GIB),
-            task("big", 3, 11, 4 * GIB),
-            task("mid", 7, 5, GIB / 4),
+            task("small", 3, 1, InstallWrites::None, GIB),
+            task("big", 3, 11, InstallWrites::Measured(GIB), 4 * GIB),
+            task("mid", 7, 5, InstallWrites::Unmeasured, GIB / 4),
         ];
+        let big = tasks[1].bytes() + tasks[1].install_headroom();
         let n = need(tasks.clone(), 1, 0);
         assert_eq!(n.counted.len(), 1);
         assert_eq!(n.counted[0].task, "big");
-        assert_eq!((n.containers, n.container_bytes), (33, 132 * GIB));
+        assert_eq!((n.containers, n.container_bytes), (33, big));
         let n = need(tasks.clone(), 2, 5);
         assert_eq!(
             n.counted
@@ -217,38 +323,64 @@ mod tests {
             ["big", "mid"]
         );
         assert_eq!(n.containers, 33 + 35);
-        assert_eq!(n.container_bytes, 132 * GIB + 35 * GIB / 4);
+        // One install's headroom, the largest: installs past the free space wait.
+        assert_eq!(
+            n.container_bytes,
+            tasks[1].bytes() + tasks[2].bytes() + tasks[1].install_headroom().max(GIB / 4)
+        );
         assert_eq!(n.results_bytes, 5);
         // More slots than tasks: all of them; zero is taken as one.
         assert_eq!(need(tasks.clone(), 8, 0).counted.len(), 3);
         assert_eq!(need(tasks, 0, 0).counted.len(), 1);
         // No overflow on absurd figures.
-        let huge = need(vec![task("x", u64::MAX, 2, u64::MAX)], 1, 0);
+        let huge = need(
+            vec![task(
+                "x",
+                u64::MAX,
+                2,
+                InstallWrites::Measured(u64::MAX),
+                u64::MAX,
+            )],
+            1,
+            0,
+        );
         assert_eq!(huge.container_bytes, u64::MAX);
     }
 
     #[test]
     fn a_run_that_does_not_fit_is_refused_naming_both_figures() {
-        let n = need(vec![task("real-task", 3, 11, 4 * GIB)], 1, 10 << 20);
+        let n = need(
+            vec![task(
+                "real-task",
+                3,
+                11,
+                InstallWrites::Unmeasured,
+                100 * GIB,
+            )],
+            1,
+            10 << 20,
+        );
         let docker = fs("/var/lib/docker", 78 * GIB, 1);
         let err = judge(&n, Some(&docker), &fs("results", 78 * GIB, 2)).unwrap_err();
-        assert!(err.contains("132.0 GiB on Docker's data root"), "{err}");
+        assert!(err.contains("100.1 GiB on Docker's data root"), "{err}");
         assert!(
             err.contains("/var/lib/docker") && err.contains("78.0 GiB is free"),
             "{err}"
         );
         assert!(
             err.contains(
-                "real-task: 3 variant(s) x up to 11 container(s) x resources.disk 4.0 GiB"
+                "real-task: 3 variant(s) x up to 11 container(s) x 4.0 MiB (install not \
+                 measured yet) = 132.0 MiB; an install in flight may write up to \
+                 resources.disk 100.0 GiB"
             ),
             "{err}"
         );
         // Enough room: fits.
         let big = fs("/var/lib/docker", 200 * GIB, 1);
         assert_eq!(judge(&n, Some(&big), &fs("results", GIB, 2)), Ok(()));
-        // On one file system the results add up: 132 GiB + 10 MiB in 132 GiB is short.
-        let exact = fs("/", 132 * GIB, 7);
-        let err = judge(&n, Some(&exact), &fs("/results", 132 * GIB, 7)).unwrap_err();
+        // On one file system the results add up.
+        let exact = fs("/", n.container_bytes, 7);
+        let err = judge(&n, Some(&exact), &fs("/results", n.container_bytes, 7)).unwrap_err();
         assert!(err.contains("holds the results folder too"), "{err}");
         assert!(err.contains("10.0 MiB"), "{err}");
         // The results folder alone, on its own file system or with Docker's root unknown.

@@ -4,6 +4,7 @@
 
 pub mod assets;
 pub mod cpu_slots;
+pub mod disk_gate;
 pub mod docker;
 pub mod eval;
 pub mod events;

@@ -98,25 +98,12 @@ pub fn parse(requirement: &str, files: Vec<(String, String)>, at: &str) -> Resul
     })
 }
 
-/// The harness's cache: `HARNESS_CACHE_DIR`, else `$XDG_CACHE_HOME/harness`, else
-/// `~/.cache/harness`.
-pub fn cache_root() -> Result<PathBuf> {
-    if let Some(d) = std::env::var_os("HARNESS_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d).join("harness"));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .context("no HOME, XDG_CACHE_HOME or HARNESS_CACHE_DIR for the harness's cache")?;
-    Ok(PathBuf::from(home).join(".cache/harness"))
-}
-
 /// The folder the requirement is installed in (fetched now when the cache lacks it).
 pub fn fetch(install: &PypiInstall, say: &dyn Fn(String)) -> Result<PathBuf> {
     let requirement = install.requirement.as_str();
-    let dir = cache_root()?.join("pypi").join(install.cache_name());
+    let dir = crate::app::cache_root()?
+        .join("pypi")
+        .join(install.cache_name());
     if dir.join(".complete").is_file() {
         return Ok(dir);
     }

@@ -131,6 +131,7 @@ pub(super) async fn execute(
     machine: &Machine,
     run_dir: &RunDir,
     work: &[TaskWork<'_>],
+    disk_gate: crate::sandbox::disk_gate::DiskGate,
     events: &Events,
 ) -> (Option<&'static str>, usize) {
     let ctx = EvalContext {
@@ -149,6 +150,7 @@ pub(super) async fn execute(
         })),
         gpu_options: plan.gpu.clone(),
         timing_gate: Arc::new(tokio::sync::RwLock::new(())),
+        disk_gate: Arc::new(disk_gate),
     };
     let images_built = std::sync::atomic::AtomicUsize::new(0);
     let mut built_tx = Vec::with_capacity(work.len());

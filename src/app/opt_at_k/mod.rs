@@ -161,7 +161,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     let run_dir = open_run_dir(plan)?;
     let planned = plan_work(plan, &tasks, &chosen, &machine, &run_dir, &mut warnings).await?;
     // Before any container of the run starts, and before run.json says a run began.
-    disk::check(plan, &machine, &planned.work, events).await?;
+    let disk_gate = disk::check(plan, &machine, &planned.work, events).await?;
     prebuilt::check(&machine.engine, &planned.work, events).await?;
     emit(
         events,
@@ -199,7 +199,7 @@ async fn run_with(plan: &RunPlan, events: &Events) -> Result<RunOutcome> {
     refresh_reports(&run_dir, events);
 
     let (interrupted, images_built) =
-        execute(plan, &machine, &run_dir, &planned.work, events).await;
+        execute(plan, &machine, &run_dir, &planned.work, disk_gate, events).await;
     let retried = machine.engine.transient_retries();
     if retried > 0 {
         emit(

@@ -58,6 +58,8 @@ pub struct EvalContext {
     /// shares the cache and memory bus: the first run of the examples measured dedupe-list
     /// 19% faster than the next three (validation/2026-11-26-compare-builds.*).
     pub timing_gate: Arc<tokio::sync::RwLock<()>>,
+    /// Room on Docker's disk for each install while it runs (`disk_gate`).
+    pub disk_gate: Arc<crate::disk_gate::DiskGate>,
 }
 
 /// A sample to evaluate and where its results go.

@@ -298,9 +298,18 @@ async fn install(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), F
     let t = Instant::now();
     let limit = task.install_timeout.mul_f64(step.scale());
     let script = format!("set -e\n{}", task.install.join("\n"));
+    let gate = &step.prep.ctx.disk_gate;
+    let room = gate
+        .admit(task.resources.disk_bytes.max(0) as u64)
+        .await
+        .map_err(|e| step.error(e))?;
     let run = guarded::run_plain(sb, &script, limit, false)
         .await
         .map_err(|e| step.error(format!("install: {e:#}")))?;
+    drop(room);
+    if let Some(used) = run.result.as_ref().and_then(|r| r.limits.disk_used) {
+        gate.record(step.image, used.max(0) as u64);
+    }
     if step.replica == 0 {
         v.secs.install = t.elapsed().as_secs_f64();
         v.build_log = run.output.clone();
