@@ -627,3 +627,60 @@ fn a_run_is_checked_against_what_it_writes_and_installs_are_measured() {
     );
     assert!(containers_of_run("five").is_empty());
 }
+
+/// GSO's and ISO-Bench's `opt_at_k.py` spellings: `--model_name`, `--prediction_paths` (one
+/// rollout a file, natural order, the first --k), `--run_id`, `--instance_ids`, `--timeout`
+/// (the instance's wall limit: past it, its containers go and its samples end `timeout`).
+#[test]
+fn gso_spellings_run_as_gsos_opt_at_k() {
+    if !docker_available("gso_spellings_run_as_gsos_opt_at_k") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    make_task(&ds, "spelled", SLOW, FAST, "");
+    let fast = diff("mod.py", SLOW, FAST);
+    // Rollout files name their own model; each is one rollout of --model_name.
+    let run_2 = tmp.path().join("m-run_2.jsonl");
+    let run_10 = tmp.path().join("m-run_10.jsonl");
+    predictions(&run_2, &[("spelled", Some(&fast))]);
+    predictions(&run_10, &[("spelled", None)]);
+    let out = tmp.path().join("out");
+    let gso = |run_id: &str, timeout: &str| {
+        run(harness()
+            .args(["opt-at-k", "--model_name", "M", "--prediction_paths"])
+            .arg(&run_10)
+            .arg(&run_2)
+            .args(["--run_id", run_id, "--timeout", timeout, "--k", "2"])
+            .args(["--instance_ids", "spelled", "--dataset"])
+            .arg(&ds)
+            .arg("--results-dir")
+            .arg(&out))
+    };
+    let o = gso("r", "3600");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let status = |run_id: &str, sample: u32| {
+        let path = out.join(format!("{run_id}/M/spelled/{sample}/report.json"));
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        (
+            r["status"].as_str().unwrap_or("").to_string(),
+            r.to_string(),
+        )
+    };
+    // Natural order: run_2 is sample 0, run_10 sample 1.
+    assert_eq!(status("r", 0).0, "passed", "{}", status("r", 0).1);
+    assert_eq!(status("r", 1).0, "empty_patch", "{}", status("r", 1).1);
+
+    // One second for the whole instance: nothing is decided, no container stays.
+    let o = gso("short", "1");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let (st, report) = status("short", 0);
+    assert_eq!(st, "timeout", "{report}\n{err}");
+    assert!(report.contains("longer than --timeout 1 s"), "{report}");
+    assert!(containers_of_run("short").is_empty());
+}

@@ -303,6 +303,7 @@ pub async fn command(o: LocalOptions, verbosity: crate::core::events::Verbosity)
         hacked_ids: None,
         rollout_per_file: false,
         disk_check: o.disk_check,
+        instance_timeout: None,
     })?;
     let outcome = crate::app::opt_at_k::run(&plan).await?;
     if o.json {

@@ -40,6 +40,8 @@ pub struct RunPlan {
     pub rollout_per_file: bool,
     /// `--disk-check`: refuse (or only warn) when the run's containers may not fit on disk.
     pub disk_check: crate::core::disk::DiskCheck,
+    /// `--timeout`: the most one instance's evaluation may take (GSO's spelling).
+    pub instance_timeout: Option<std::time::Duration>,
 }
 
 /// The flags as given.
@@ -65,6 +67,8 @@ pub struct RawRunOptions {
     pub rollout_per_file: bool,
     /// `--disk-check`.
     pub disk_check: crate::core::disk::DiskCheck,
+    /// `--timeout SECONDS`.
+    pub instance_timeout: Option<std::time::Duration>,
 }
 
 impl RunPlan {
@@ -167,6 +171,7 @@ impl RunPlan {
                 .transpose()?,
             rollout_per_file: raw.rollout_per_file,
             disk_check: raw.disk_check,
+            instance_timeout: raw.instance_timeout,
         })
     }
 }

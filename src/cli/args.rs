@@ -508,12 +508,24 @@ pub struct ImportGsoArgs {
 
 #[derive(Debug, Args)]
 pub struct OptAtKArgs {
-    /// Model name used in reports and folder names.
-    #[arg(long)]
+    /// Model name used in reports and folder names (`--model_name`, GSO's spelling).
+    #[arg(long, alias = "model_name")]
     pub model: String,
     /// Predictions file (JSONL or JSON); repeat for K files, file order = sample index.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "prediction_paths")]
     pub predictions: Vec<PathBuf>,
+    /// GSO's and ISO-Bench's spelling: rollout files after one flag, each one rollout of
+    /// --model (as --rollout-per-file), in natural order (`run_2` before `run_10`), the
+    /// first --k of them, as their opt_at_k.py takes them.
+    #[arg(long = "prediction_paths", num_args = 1.., conflicts_with = "predictions")]
+    pub prediction_paths: Vec<PathBuf>,
+    /// The most one instance's evaluation may take, in seconds (GSO's `--timeout`): its
+    /// base, human and samples, every container and round, from its first container to
+    /// its last bench (its image's build and the wait for cores not counted). Past it the
+    /// instance's containers are removed and its samples not yet saved end `timeout`.
+    /// Default: no limit beyond each phase's own timeout.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
     /// Each --predictions file is one rollout of --model whatever `model_name_or_path` its
     /// rows give (GSO's rollout files, `<model>-run_1`, `<model>-run_2`, ...): file i is
     /// sample i, and the GSO rollout reports keep each file's name.
@@ -591,11 +603,11 @@ pub struct CommonArgs {
     #[arg(long, default_value = "tasks")]
     pub dataset: PathBuf,
     /// Run folder name under the results folder (default: <model>-k<K>; repeating a
-    /// command resumes its run).
-    #[arg(long)]
+    /// command resumes its run). Also `--run_id`.
+    #[arg(long, alias = "run_id")]
     pub run_id: Option<String>,
-    /// Only these instances (space or comma separated).
-    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    /// Only these instances (space or comma separated). Also `--instance_ids`.
+    #[arg(long, alias = "instance_ids", num_args = 1.., value_delimiter = ',')]
     pub instance_ids: Vec<String>,
     /// Tasks prepared at once (measurements never overlap).
     #[arg(long)]

@@ -183,7 +183,12 @@ fn k8s_manifest(a: K8sManifestArgs) -> Result<i32> {
 fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
     RunPlan::resolve(RawRunOptions {
         model: a.model.clone(),
-        predictions: a.predictions.clone(),
+        // GSO's `--prediction_paths`: one rollout a file, as with --rollout-per-file.
+        predictions: if a.prediction_paths.is_empty() {
+            a.predictions.clone()
+        } else {
+            a.prediction_paths.clone()
+        },
         k: a.k,
         dataset: a.common.dataset.clone(),
         results_root: a.common.results_dir.clone(),
@@ -196,8 +201,9 @@ fn opt_at_k_plan(a: &OptAtKArgs, verbosity: Verbosity) -> Result<RunPlan> {
         gpu: a.gpu.options(),
         partition: a.common.partition.clone(),
         hacked_ids: a.hacked_ids.clone(),
-        rollout_per_file: a.rollout_per_file,
+        rollout_per_file: a.rollout_per_file || !a.prediction_paths.is_empty(),
         disk_check: a.disk.disk_check.into(),
+        instance_timeout: a.timeout.map(std::time::Duration::from_secs),
     })
 }
 

@@ -102,6 +102,7 @@ fn entry_plan(
         hacked_ids: None,
         rollout_per_file: false,
         disk_check: o.disk_check,
+        instance_timeout: None,
     })
 }
 

@@ -169,7 +169,7 @@ pub(super) async fn execute(
     };
     let evaluations = futures::stream::iter(work.iter().zip(built_rx).map(|(w, built)| {
         let ctx = &ctx;
-        async move { run_task(ctx, run_dir, w, built).await }
+        async move { run_task(ctx, run_dir, w, built, plan.instance_timeout).await }
     }))
     .buffer_unordered(plan.jobs)
     .collect::<Vec<()>>();
@@ -190,6 +190,23 @@ pub(super) async fn execute(
         interrupted,
         images_built.load(std::sync::atomic::Ordering::SeqCst),
     )
+}
+
+/// The samples with no report written since `started` (those a stopped evaluation did not
+/// save).
+fn unsaved_since(
+    samples: &[crate::sandbox::eval::SampleInput],
+    started: std::time::SystemTime,
+) -> Vec<crate::sandbox::eval::SampleInput> {
+    samples
+        .iter()
+        .filter(|s| {
+            std::fs::metadata(s.dir.join("report.json"))
+                .and_then(|m| m.modified())
+                .map_or(true, |t| t < started)
+        })
+        .cloned()
+        .collect()
 }
 
 /// Why a task gets no image: the status its samples take and the reason.
@@ -293,6 +310,7 @@ pub(super) async fn run_task(
     run_dir: &RunDir,
     w: &TaskWork<'_>,
     built: tokio::sync::oneshot::Receiver<Result<TaskImage, NoImage>>,
+    wall_limit: Option<std::time::Duration>,
 ) {
     let task = w.task;
     let image = match built.await {
@@ -328,20 +346,42 @@ pub(super) async fn run_task(
     } else {
         None
     };
-    evaluate_task(
+    let started = std::time::SystemTime::now();
+    let evaluation = evaluate_task(
         ctx,
         TaskInput {
             task,
             material,
-            image: image.sample_tag,
+            image: image.sample_tag.clone(),
             human_image: image.tag,
             samples: w.samples.clone(),
             reference_dir: super::work::reference_dir(run_dir, &ctx.model, &task.id),
             cpuset: Some(slot.cpuset.clone()),
             gpu_ids: gpus.as_ref().map(|g| g.device_ids()).unwrap_or_default(),
         },
-    )
-    .await;
+    );
+    match wall_limit {
+        None => {
+            evaluation.await;
+        }
+        Some(limit) => {
+            if tokio::time::timeout(limit, evaluation).await.is_err() {
+                // The evaluation is dropped: its containers go with their sandboxes.
+                let unsaved = unsaved_since(&w.samples, started);
+                report_broken_task(
+                    ctx,
+                    task,
+                    &image.sample_tag,
+                    &unsaved,
+                    crate::core::status::Status::Timeout,
+                    &format!(
+                        "the instance's evaluation took longer than --timeout {} s",
+                        limit.as_secs()
+                    ),
+                );
+            }
+        }
+    }
     drop(gpus);
     drop(slot);
     refresh_reports(run_dir, &ctx.events);
