@@ -21,6 +21,7 @@ mod gso;
 mod hostile;
 mod hostile_datasets;
 mod html_report;
+mod human_reference;
 mod k8s;
 mod measurement;
 mod newcomer;

@@ -315,6 +315,27 @@ pub fn short(hash: &str) -> &str {
     }
 }
 
+/// The protected files the task's human patch changes (a human given as a commit of a git
+/// source is not read here: empty).
+pub fn human_protected(task: &Task) -> Vec<String> {
+    let path = match &task.human {
+        HumanRef::Patch(p) | HumanRef::ImageCommit { patch: Some(p), .. } => p,
+        _ => return Vec::new(),
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut touched: Vec<String> = crate::core::patch::parse(&text)
+        .iter()
+        .flat_map(|f| [f.old_path.clone(), f.new_path.clone()])
+        .flatten()
+        .filter(|p| task.is_protected(p))
+        .collect();
+    touched.sort();
+    touched.dedup();
+    touched
+}
+
 /// `harness tasks`: every task with its commits, GPUs and description. A dataset's text
 /// (descriptions, commit spellings, git's messages, folder names) is shown, never obeyed;
 /// a remote source is never fetched (`Fetch::CachedOnly`).
@@ -344,6 +365,18 @@ pub fn task_listing(dataset: &Dataset, cache_dir: &Path) -> String {
         })
         .collect();
     out.push_str(&crate::app::table::render(&header, &rows, &[]));
+    for (id, _) in &all {
+        let touched = human_protected(&dataset.tasks[id]);
+        if !touched.is_empty() {
+            out.push_str(&format!(
+                "{}: the human changes protected files: {} (applied whole, the task's own; \
+                 samples are tested with base's version of them, or the human's where a \
+                 sample makes the human's very change)\n",
+                shown(id),
+                shown(&touched.join(", "))
+            ));
+        }
+    }
     for p in problems {
         out.push_str(&format!("cannot list: {}\n", shown(&p)));
     }
@@ -375,7 +408,8 @@ pub fn command(
             .map(|(id, c)| {
                 let task = &dataset.tasks[id];
                 serde_json::json!({"instance_id": id, "base": c.base, "human": c.human,
-                    "gpus": task.resources.gpus, "description": task.description})
+                    "gpus": task.resources.gpus, "description": task.description,
+                    "human_protected": human_protected(task)})
             })
             .collect();
         let json = serde_json::json!({"tasks": tasks, "problems": problems,

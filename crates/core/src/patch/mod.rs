@@ -9,8 +9,11 @@
 //! reversed, and writes through symlinks it has just created. So every name any of these
 //! readings could produce is checked, and the patch is refused if one of them is bad.
 
+mod human;
 mod names;
 mod scan;
+
+pub use human::{HumanPart, human_part};
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;

@@ -13,6 +13,7 @@ use harness_core::status::Status;
 /// A reference variant that changed a watched file makes the task unusable.
 pub(super) fn check_protection(variants: &mut [Variant]) {
     let base_manifest = variants[0].manifest.clone();
+    let human_manifest = variants.get(1).and_then(|h| h.manifest.clone());
     let base_created: Vec<(&'static str, BTreeSet<String>)> = {
         let mut acc = BTreeSet::new();
         variants[0]
@@ -31,7 +32,17 @@ pub(super) fn check_protection(variants: &mut [Variant]) {
             continue;
         };
         if let (Role::Sample(_), Some(base)) = (v.role, &base_manifest) {
-            let diff = guarded::tree_differences(&manifest, base);
+            // The human's own change to a protected file, taken whole: the file must be
+            // the human's after it, nothing else.
+            let diff: Vec<_> = guarded::tree_differences(&manifest, base)
+                .into_iter()
+                .filter(|d| {
+                    !(v.human_part.paths.contains(&d.path)
+                        && human_manifest
+                            .as_ref()
+                            .is_some_and(|h| h.get(&d.path) == manifest.get(&d.path)))
+                })
+                .collect();
             if !diff.is_empty() {
                 v.reject(guarded::describe_violations("the patch itself:", &diff));
                 continue;

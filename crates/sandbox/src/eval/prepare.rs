@@ -16,6 +16,8 @@ use harness_core::status::Status;
 use harness_core::task::Task;
 
 const PATCH_PATH: &str = "/opt/harness/patch.diff";
+/// A sample's sections that are the human's own change to protected files.
+const HUMAN_PART_PATH: &str = "/opt/harness/human_part.diff";
 const APPLY_TIMEOUT: Duration = Duration::from_secs(120);
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -185,6 +187,13 @@ async fn upload(step: &Step<'_>, sb: &Sandbox, v: &Variant) -> Result<(), Failur
     if let Some(p) = &patch {
         files.push(("opt/harness/patch.diff", p.as_bytes(), 0o644));
     }
+    if !v.human_part.paths.is_empty() {
+        files.push((
+            "opt/harness/human_part.diff",
+            v.human_part.patch.as_bytes(),
+            0o644,
+        ));
+    }
     sb.upload("/", &files)
         .await
         .map_err(|e| step.error(format!("{e:#}")))
@@ -207,6 +216,11 @@ async fn apply(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), Fai
     };
     if v.role == Role::Human {
         guarded::unlock_human(sb, PATCH_PATH, human_commit.as_deref())
+            .await
+            .map_err(|e| step.error(format!("apply: {e:#}")))?;
+    } else if !v.human_part.paths.is_empty() {
+        // Only the files the sample changes as the human does: the human's bytes.
+        guarded::unlock_human(sb, HUMAN_PART_PATH, None)
             .await
             .map_err(|e| step.error(format!("apply: {e:#}")))?;
     }

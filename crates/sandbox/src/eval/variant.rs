@@ -47,6 +47,9 @@ pub(super) struct Variant {
     pub(super) shared_code_only: bool,
     /// What the test's Python processes reported (see `witness`).
     pub(super) test_witness: Option<witness::Witness>,
+    /// A sample's sections on protected files that are the human's own (`patch::human_part`):
+    /// applied as the human's, and checked against the human's tree.
+    pub(super) human_part: patch::HumanPart,
 }
 
 impl Variant {
@@ -70,6 +73,7 @@ impl Variant {
             shared_with: None,
             shared_code_only: false,
             test_witness: None,
+            human_part: patch::HumanPart::default(),
         }
     }
 
@@ -93,6 +97,7 @@ impl Variant {
 pub fn static_check(pred: &Prediction, task: &Task, material: Option<&Material>) -> PatchCheck {
     let protection =
         crate::protect::Protection::for_task(task, material.into_iter().flat_map(|m| m.paths()));
+    let human = human_part(pred, task, material);
     if let PatchBody::TooLarge { bytes, .. } = &pred.body {
         return PatchCheck::Rejected(format!(
             "patch is {bytes} bytes, above the limit of {}",
@@ -101,7 +106,8 @@ pub fn static_check(pred: &Prediction, task: &Task, material: Option<&Material>)
     }
     let text = pred.patch_text();
     let symlinks = material.map(|m| m.symlinks()).unwrap_or_default();
-    match patch::check_with(text, |p| protection.is_protected(p), &symlinks) {
+    let protected = |p: &str| protection.is_protected(p) && !human.names.contains(p);
+    match patch::check_with(text, protected, &symlinks) {
         PatchCheck::Ok(paths) => {
             for p in &paths {
                 let new = material.is_some_and(|m| !m.has_path_or_folder(p));
@@ -115,6 +121,17 @@ pub fn static_check(pred: &Prediction, task: &Task, material: Option<&Material>)
         }
         other => other,
     }
+}
+
+/// The sample's changes to protected files that are the human's own, every line alike.
+pub fn human_part(pred: &Prediction, task: &Task, material: Option<&Material>) -> patch::HumanPart {
+    let Some(m) = material.filter(|m| !m.human_patch.is_empty()) else {
+        return patch::HumanPart::default();
+    };
+    let protection = crate::protect::Protection::for_task(task, m.paths());
+    patch::human_part(pred.patch_text(), &m.human_patch, |p| {
+        protection.is_protected(p)
+    })
 }
 
 /// What goes into a sample's `patch.diff`: the patch, or for one too large to keep, what
@@ -161,6 +178,19 @@ pub(super) fn variants_of(
             }
             PatchCheck::Ok(paths) => {
                 v.apply_log = format!("paths touched: {}\n", paths.join(", "));
+                v.human_part = human_part(&s.prediction, task, Some(material));
+                if !v.human_part.paths.is_empty() {
+                    v.apply_log.push_str(&format!(
+                        "the human's own change, taken whole: {} (protected; applied as the \
+                         human's, and held to the human's version)\n",
+                        v.human_part
+                            .paths
+                            .iter()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
             }
         }
         variants.push(v);
