@@ -321,7 +321,11 @@ async fn install(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), F
         .await
         .map_err(|e| step.error(format!("install: {e:#}")))?;
     drop(room);
-    if let Some(used) = run.result.as_ref().and_then(|r| r.limits.disk_used) {
+    // Base's install (the task's own code) is the forecast's figure: a sample's patch
+    // must not make the next run's forecast (nor the human's commit, in another image).
+    if v.role == Role::Base
+        && let Some(used) = run.result.as_ref().and_then(|r| r.limits.disk_used)
+    {
         gate.record(step.image, used.max(0) as u64);
     }
     if step.replica == 0 {
