@@ -12,6 +12,7 @@ mod boundary;
 mod channels;
 mod ci_status;
 mod compare_runs;
+mod disk_guard;
 mod docker_retry;
 mod examples;
 mod faults;

@@ -630,7 +630,7 @@ fn a_run_is_checked_against_what_it_writes_and_installs_are_measured() {
 
 /// GSO's and ISO-Bench's `opt_at_k.py` spellings: `--model_name`, `--prediction_paths` (one
 /// rollout a file, natural order, the first --k), `--run_id`, `--instance_ids`, `--timeout`
-/// (the instance's wall limit: past it, its containers go and its samples end `timeout`).
+/// (the instance's wall limit: past it, its containers go and its samples end `error`).
 #[test]
 fn gso_spellings_run_as_gsos_opt_at_k() {
     if !docker_available("gso_spellings_run_as_gsos_opt_at_k") {
@@ -676,11 +676,21 @@ fn gso_spellings_run_as_gsos_opt_at_k() {
     assert_eq!(status("r", 0).0, "passed", "{}", status("r", 0).1);
     assert_eq!(status("r", 1).0, "empty_patch", "{}", status("r", 1).1);
 
-    // One second for the whole instance: nothing is decided, no container stays.
+    // One second for the whole instance: nothing is decided, no container stays; the
+    // limit is the run's, so the samples end `error` (exit 1) and a repeat runs them again.
     let o = gso("short", "1");
     let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
     let (st, report) = status("short", 0);
-    assert_eq!(st, "timeout", "{report}\n{err}");
+    assert_eq!(st, "error", "{report}\n{err}");
     assert!(report.contains("longer than --timeout 1 s"), "{report}");
     assert!(containers_of_run("short").is_empty());
+    let o = gso("short", "3600");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(status("short", 0).0, "passed", "{}", status("short", 0).1);
 }

@@ -97,6 +97,12 @@ def du(path):
     return call({"op": "du", "path": path})[0]["bytes"]
 
 
+def held():
+    """Bytes of files deleted but still held open by the container's processes, on the
+    tree's and the home's file systems (a walk cannot see them)."""
+    return call({"op": "held"})[0]["bytes"]
+
+
 def scandir(path):
     """The entries of os.scandir(path), as a list, through a descriptor root opened when the
     warden may not list the folder. Entries give their names and types (from the listing

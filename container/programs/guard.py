@@ -416,9 +416,12 @@ def free_bytes():
 def disk_usage(cfg):
     """Bytes the tree (with .git) and the sandbox user's home take on disk: the only places
     on the container's own, disk-backed file system it can write (see lock_root_fs). At run
-    time root counts them (a folder the user closed to others counts too)."""
+    time root counts them (a folder the user closed to others counts too), and the files
+    deleted there but still held open."""
     if broker.available():
-        return sum(broker.du(root) for root in (TESTBED, cfg["home"]) if os.path.lexists(root))
+        # Files unlinked but held open take disk no walk sees: root counts them too.
+        return broker.held() + sum(broker.du(root) for root in (TESTBED, cfg["home"])
+                                   if os.path.lexists(root))
     total = 0
     for root in (TESTBED, cfg["home"]):
         for here, dirs, files in iwalk(root):

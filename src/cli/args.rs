@@ -521,9 +521,11 @@ pub struct OptAtKArgs {
     pub prediction_paths: Vec<PathBuf>,
     /// The most one instance's evaluation may take, in seconds (GSO's `--timeout`): its
     /// base, human and samples, every container and round, from its first container to
-    /// its last bench (its image's build and the wait for cores not counted). Past it the
-    /// instance's containers are removed and its samples not yet saved end `timeout`.
-    /// Default: no limit beyond each phase's own timeout.
+    /// its last bench (its image's build and the wait for cores not counted; a wait for
+    /// another task's image build or for disk room is). Past it the instance's containers
+    /// are removed and its samples not yet saved end `error` (the run's limit, not a
+    /// sample's outcome: repeating the command runs them again). Each phase keeps its own
+    /// timeout (`timeout`, the code's). Default: no limit beyond those.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
     /// Each --predictions file is one rollout of --model whatever `model_name_or_path` its

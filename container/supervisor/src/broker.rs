@@ -15,6 +15,8 @@
 //!   {"op": "remove", "path"}        a file or folder (likewise)
 //!   {"op": "open", "path"}          a descriptor for reading, sent back (likewise)
 //!   {"op": "du", "path"}            bytes it and what is under it take on disk (likewise)
+//!   {"op": "held"}                  bytes of deleted files still held open on the tree's
+//!                                   and home's file systems
 //!
 //! The warden's exit status is this program's.
 
@@ -283,6 +285,10 @@ fn handle(
         }
         Some("open") => fsops::open(roots, path()).map(|fd| (json!({ "ok": true }), Some(fd))),
         Some("du") => fsops::du(roots, path()).map(|b| (json!({ "ok": true, "bytes": b }), None)),
+        Some("held") => Ok((
+            json!({ "ok": true, "bytes": fsops::held_deleted(roots) }),
+            None,
+        )),
         other => Err(format!("unknown request {other:?}")),
     };
     outcome.unwrap_or_else(|e| (json!({ "error": e }), None))

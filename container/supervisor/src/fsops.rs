@@ -219,6 +219,53 @@ fn du_at(dir: &OwnedFd, name: &str, st: &libc::stat, depth: usize) -> u64 {
     total
 }
 
+/// Bytes of files deleted but still held open by a process of this container, on the file
+/// system of the tree or the home: what a walk of them cannot see (an install that unlinks
+/// each file it writes and keeps it open would hold any amount of disk past its limit).
+/// Files elsewhere (the tmpfs, charged to memory) are not counted; each file once.
+pub fn held_deleted(roots: &Roots) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let devices: Vec<u64> = roots
+        .0
+        .iter()
+        .filter_map(|r| std::fs::metadata(r).ok().map(|m| m.dev()))
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for p in procs.flatten() {
+        if !p
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let path = fd.path();
+            let deleted = std::fs::read_link(&path)
+                .is_ok_and(|t| t.to_string_lossy().ends_with(" (deleted)"));
+            if !deleted {
+                continue;
+            }
+            // Through the descriptor's link: the file itself, whatever its name was.
+            let Ok(m) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if m.is_file() && devices.contains(&m.dev()) && seen.insert((m.dev(), m.ino())) {
+                total = total.saturating_add(m.blocks().saturating_mul(512));
+            }
+        }
+    }
+    total
+}
+
 /// A descriptor of `path` opened for reading (a folder's for listing), never through a
 /// symlink and never waiting (a FIFO under a watched name would block the reader).
 pub fn open(roots: &Roots, path: &str) -> Result<OwnedFd> {

@@ -20,11 +20,34 @@ pub enum DiskCheck {
 pub enum InstallWrites {
     /// The task has no install: its containers write only the harness's files and the patch.
     None,
-    /// The most an install of this task's image wrote in an earlier run on this machine.
+    /// What base's install of this task wrote in the last run on this machine.
     Measured(u64),
     /// Not measured yet: each install waits for room for its whole `resources.disk` as it
     /// starts (the run's disk gate), so only the installs in flight are counted, at that.
     Unmeasured,
+}
+
+/// Where an install's writes are kept: the task image and what decides them (the install
+/// commands and the limit), so that a task with another install, under the same image,
+/// has a record of its own.
+pub fn install_key(image: &str, install: &[String], disk_bytes: i64) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for c in install {
+        h.update(c.as_bytes());
+        h.update([0]);
+    }
+    h.update(disk_bytes.to_le_bytes());
+    format!("{image} {}", &hex::encode(h.finalize())[..16])
+}
+
+/// An install's forecast from a measurement: a quarter more and `INSTALL_GROWTH`, at most
+/// the limit.
+pub fn install_allowance(measured: u64, limit: u64) -> u64 {
+    measured
+        .saturating_add(measured / 4)
+        .saturating_add(INSTALL_GROWTH)
+        .min(limit)
 }
 
 /// Growth allowed on a measured install, beyond a quarter more: a patch may build a little
@@ -57,10 +80,7 @@ impl TaskDisk {
     /// most the limit; nothing when unmeasured (the gate holds room for it as it runs).
     pub fn install_bytes(&self) -> u64 {
         match self.install {
-            InstallWrites::Measured(b) => b
-                .saturating_add(b / 4)
-                .saturating_add(INSTALL_GROWTH)
-                .min(self.disk_bytes),
+            InstallWrites::Measured(b) => install_allowance(b, self.disk_bytes),
             InstallWrites::None | InstallWrites::Unmeasured => 0,
         }
     }

@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use harness_core::disk::human;
 
+/// How a refusal starts: what tells a reference starved of room from its own failure.
+pub const NO_ROOM: &str = "not enough free disk to install";
+
 /// How often a waiting install looks at the free space again when no install ends (another
 /// process, or a task's containers removed, may free some).
 const RECHECK: Duration = Duration::from_secs(5);
@@ -123,7 +126,7 @@ impl DiskGate {
                 }
                 if held.in_flight == 0 {
                     return Err(format!(
-                        "not enough free disk to install: an install may write up to {} \
+                        "{NO_ROOM}: an install may write up to {} \
                          (resources.disk) and {} is free on Docker's data root {}; free \
                          space (`harness images gc`, `docker system prune`) or lower the \
                          task's resources.disk, then run again (finished samples are kept)",
@@ -148,17 +151,18 @@ impl DiskGate {
         Admission { gate: self, bytes }
     }
 
-    /// Keeps the most an install of `image` wrote (best effort: a forecast's input).
-    pub fn record(&self, image: &str, bytes: u64) {
+    /// Keeps what base's install wrote under `key` (`core::disk::install_key`): the latest
+    /// figure, so one run's outlier does not hold every later forecast (best effort).
+    pub fn record(&self, key: &str, bytes: u64) {
         let Some(path) = &self.record else { return };
         let Ok(_one_writer) = self.record_lock.lock() else {
             return;
         };
         let mut all = recorded(path);
-        if all.get(image).is_some_and(|&was| was >= bytes) {
+        if all.get(key) == Some(&bytes) {
             return;
         }
-        all.insert(image.to_string(), bytes);
+        all.insert(key.to_string(), bytes);
         let Ok(text) = serde_json::to_vec_pretty(&all) else {
             return;
         };
@@ -175,7 +179,7 @@ impl DiskGate {
     }
 }
 
-/// What installs wrote, by task image, as recorded (empty when missing or unreadable).
+/// What base's installs wrote, by `install_key`, as recorded (empty when missing or unreadable).
 pub fn recorded(path: &Path) -> BTreeMap<String, u64> {
     std::fs::read(path)
         .ok()
@@ -215,7 +219,7 @@ mod tests {
     }
 
     #[test]
-    fn the_most_an_image_installed_is_kept() {
+    fn the_latest_figure_of_a_key_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cache/install-writes.json");
         let gate = DiskGate::new(None, Some(path.clone()));
@@ -223,7 +227,7 @@ mod tests {
         gate.record("img:a", 40);
         gate.record("img:b", 7);
         let all = recorded(&path);
-        assert_eq!(all.get("img:a"), Some(&100));
+        assert_eq!(all.get("img:a"), Some(&40));
         assert_eq!(all.get("img:b"), Some(&7));
         std::fs::write(&path, "not json").unwrap();
         assert!(recorded(&path).is_empty());

@@ -23,7 +23,7 @@ use crate::sandbox::gpu::GpuSupport;
 /// fixes the count, 1 under gso and simulated), each holding what every container writes
 /// (the harness's files, the guard's configuration, the largest patch as uploaded and
 /// applied) and its install's writes as measured on this machine before (`install_writes`
-/// in the harness's cache, by task image); an install not measured yet is held to its
+/// in the harness's cache, by task image and install); an install not measured yet is held to its
 /// limit by the run's disk gate as it runs. Tasks at once: `--jobs`, at most one per bench
 /// slot (a task holds its slot from its first container to its last). Not counted: image
 /// layers and a build's own containers (the images are built, or found, before, and
@@ -76,8 +76,13 @@ pub(super) fn run_need(plan: &RunPlan, machine: &Machine, work: &[TaskWork<'_>])
             install: if w.task.install.is_empty() {
                 InstallWrites::None
             } else {
+                let key = crate::core::disk::install_key(
+                    &w.image,
+                    &w.task.install,
+                    w.task.resources.disk_bytes,
+                );
                 measured
-                    .get(&w.image)
+                    .get(&key)
                     .map_or(InstallWrites::Unmeasured, |&b| InstallWrites::Measured(b))
             },
             disk_bytes: w.task.resources.disk_bytes.max(0) as u64,

@@ -373,9 +373,14 @@ pub(super) async fn run_task(
                     task,
                     &image.sample_tag,
                     &unsaved,
-                    crate::core::status::Status::Timeout,
+                    // The run's budget per instance, not any one variant's outcome (a slow
+                    // sample, base or another task's image build may have spent it): not the
+                    // model's, retried when the command is repeated.
+                    crate::core::status::Status::Error,
                     &format!(
-                        "the instance's evaluation took longer than --timeout {} s",
+                        "the instance's evaluation took longer than --timeout {} s (the \
+                         run's wall limit per instance); repeat the command to run it again, \
+                         or give a longer --timeout",
                         limit.as_secs()
                     ),
                 );

@@ -1,6 +1,6 @@
 //! What is decided over all the variants of a task once they are prepared: protection
-//! breaches, tests that did not show they passed, and which trees are the same code (their
-//! timings shared rather than measured twice).
+//! breaches, tests that did not show they passed, which trees are the same code (their
+//! timings shared rather than measured twice), and who spent the disk a reference needed.
 
 use std::collections::BTreeSet;
 
@@ -127,6 +127,39 @@ pub(super) fn share_identical_trees(variants: &mut [Variant]) {
     }
 }
 
+/// When a reference found no room to install (the run's disk gate), the samples whose
+/// installs wrote more than base's allows them (a quarter more and 64 MiB, as the forecast
+/// counts them) spent the room: that is their outcome, `build_failed`, and only the other
+/// samples end `error` (retried). By label, with the reason.
+pub(super) fn disk_spenders(
+    limit: u64,
+    variants: &[Variant],
+    failure: Option<&(Status, String)>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let starved = failure.is_some_and(|(_, d)| d.contains(crate::disk_gate::NO_ROOM));
+    let Some(base) = variants[0].install_bytes.filter(|_| starved) else {
+        return out;
+    };
+    let allowed = harness_core::disk::install_allowance(base, limit);
+    for v in &variants[2..] {
+        if let Some(wrote) = v.install_bytes.filter(|&w| w > allowed) {
+            let human = harness_core::disk::human;
+            out.insert(
+                v.label.clone(),
+                format!(
+                    "its install wrote {} in a container, more than the {} base's ({}) \
+                     allows it, and a reference's install then found no room on the disk",
+                    human(wrote),
+                    human(allowed),
+                    human(base)
+                ),
+            );
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +169,37 @@ mod tests {
         v.tree = Some(tree.to_string());
         v.code = Some(format!("code-of-{tree}"));
         v
+    }
+
+    #[test]
+    fn samples_whose_installs_outgrew_base_s_spent_the_room_a_reference_lacked() {
+        const MIB: u64 = 1 << 20;
+        let mut vs = vec![
+            Variant::new("base", Role::Base, None),
+            Variant::new("human", Role::Human, None),
+            Variant::new("s0", Role::Sample(0), None),
+            Variant::new("s1", Role::Sample(1), None),
+        ];
+        vs[0].install_bytes = Some(100 * MIB);
+        vs[2].install_bytes = Some(4096 * MIB);
+        vs[3].install_bytes = Some(150 * MIB);
+        let starved = (
+            Status::Error,
+            format!("human error: {}: ...", crate::disk_gate::NO_ROOM),
+        );
+        let found = disk_spenders(4096 * MIB, &vs, Some(&starved));
+        // 100 MiB, a quarter more and 64 MiB: 189 MiB; s1's 150 MiB is within it.
+        assert_eq!(found.keys().collect::<Vec<_>>(), ["s0"]);
+        assert!(found["s0"].contains("189.0 MiB"), "{}", found["s0"]);
+        // Another failure of a reference: nobody is blamed.
+        let other = (
+            Status::Error,
+            "human error: the container did not start".into(),
+        );
+        assert!(disk_spenders(4096 * MIB, &vs, Some(&other)).is_empty());
+        // Base never installed: no figure to hold samples to.
+        vs[0].install_bytes = None;
+        assert!(disk_spenders(4096 * MIB, &vs, Some(&starved)).is_empty());
     }
 
     #[test]

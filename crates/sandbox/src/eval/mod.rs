@@ -329,10 +329,18 @@ fn sample_reports(
     measured: Option<&(BenchLog, f64)>,
 ) -> Vec<SampleReport> {
     let mut reports = Vec::new();
+    let spent_the_disk = checks::disk_spenders(
+        input.task.resources.disk_bytes.max(0) as u64,
+        variants,
+        base_failure.as_ref(),
+    );
     for v in &variants[2..] {
         let Role::Sample(i) = v.role else { continue };
         let s = &input.samples[i];
         let (status, detail) = match (&v.failure, &base_failure) {
+            (_, Some(_)) if spent_the_disk.contains_key(&v.label) => {
+                (Status::BuildFailed, spent_the_disk[&v.label].clone())
+            }
             // A model outcome decided before anything ran (empty, rejected, not a diff)
             // stands even when the task is broken; anything else is not the model's fault then.
             (Some((st @ (Status::EmptyPatch | Status::PatchRejected), d)), _) => (*st, d.clone()),

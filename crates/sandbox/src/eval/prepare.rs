@@ -323,10 +323,16 @@ async fn install(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), F
     drop(room);
     // Base's install (the task's own code) is the forecast's figure: a sample's patch
     // must not make the next run's forecast (nor the human's commit, in another image).
-    if v.role == Role::Base
-        && let Some(used) = run.result.as_ref().and_then(|r| r.limits.disk_used)
-    {
-        gate.record(step.image, used.max(0) as u64);
+    if let Some(used) = run.result.as_ref().and_then(|r| r.limits.disk_used) {
+        let used = used.max(0) as u64;
+        v.install_bytes = Some(v.install_bytes.unwrap_or(0).max(used));
+        if v.role == Role::Base {
+            let limit = task.resources.disk_bytes;
+            gate.record(
+                &harness_core::disk::install_key(step.image, &task.install, limit),
+                used,
+            );
+        }
     }
     if step.replica == 0 {
         v.secs.install = t.elapsed().as_secs_f64();

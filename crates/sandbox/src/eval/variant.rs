@@ -50,6 +50,8 @@ pub(super) struct Variant {
     /// A sample's sections on protected files that are the human's own (`patch::human_part`):
     /// applied as the human's, and checked against the human's tree.
     pub(super) human_part: patch::HumanPart,
+    /// The most any of its containers' installs wrote (bytes), once one reported.
+    pub(super) install_bytes: Option<u64>,
 }
 
 impl Variant {
@@ -74,6 +76,7 @@ impl Variant {
             shared_code_only: false,
             test_witness: None,
             human_part: patch::HumanPart::default(),
+            install_bytes: None,
         }
     }
 
