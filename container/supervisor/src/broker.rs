@@ -286,7 +286,10 @@ fn handle(
         Some("open") => fsops::open(roots, path()).map(|fd| (json!({ "ok": true }), Some(fd))),
         Some("du") => fsops::du(roots, path()).map(|b| (json!({ "ok": true, "bytes": b }), None)),
         Some("held") => Ok((
-            json!({ "ok": true, "bytes": fsops::held_deleted(roots) }),
+            json!({
+                "ok": true,
+                "bytes": fsops::held_deleted(roots, crate::run::RUN_UID, crate::run::RUN_GID)
+            }),
             None,
         )),
         other => Err(format!("unknown request {other:?}")),

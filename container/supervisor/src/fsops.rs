@@ -223,13 +223,35 @@ fn du_at(dir: &OwnedFd, name: &str, st: &libc::stat, depth: usize) -> u64 {
 /// system of the tree or the home: what a walk of them cannot see (an install that unlinks
 /// each file it writes and keeps it open would hold any amount of disk past its limit).
 /// Files elsewhere (the tmpfs, charged to memory) are not counted; each file once.
-pub fn held_deleted(roots: &Roots) -> u64 {
-    use std::os::unix::fs::MetadataExt;
+///
+/// A process's descriptors are readable by its own user alone without CAP_SYS_PTRACE,
+/// which the container does not have: the count runs with the file-system identity of
+/// `uid`:`gid` (the sandbox user), root's own again after it.
+pub fn held_deleted(roots: &Roots, uid: u32, gid: u32) -> u64 {
     let devices: Vec<u64> = roots
         .0
         .iter()
-        .filter_map(|r| std::fs::metadata(r).ok().map(|m| m.dev()))
+        .filter_map(|r| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(r).ok().map(|m| m.dev())
+        })
         .collect();
+    // SAFETY: plain calls on this thread's credentials; both are set back below.
+    unsafe {
+        libc::setfsgid(gid);
+        libc::setfsuid(uid);
+    }
+    let total = held_on(&devices);
+    // SAFETY: as above; root may always take its own identity back.
+    unsafe {
+        libc::setfsuid(0);
+        libc::setfsgid(0);
+    }
+    total
+}
+
+fn held_on(devices: &[u64]) -> u64 {
+    use std::os::unix::fs::MetadataExt;
     let mut seen = std::collections::HashSet::new();
     let mut total = 0u64;
     let Ok(procs) = std::fs::read_dir("/proc") else {
