@@ -514,7 +514,9 @@ fn a_run_whose_containers_may_not_fit_on_disk_is_refused_before_it_starts() {
             .arg("--predictions")
             .arg(&preds)
             .arg("--results-dir")
-            .arg(&out))
+            .arg(&out)
+            // A cache of its own: no earlier run's measured install in the forecast.
+            .env("HARNESS_CACHE_DIR", tmp.path().join("cache")))
     };
 
     let o = opt_at_k("disk-refused", &[]);

@@ -327,9 +327,11 @@ async fn install(step: &Step<'_>, sb: &Sandbox, v: &mut Variant) -> Result<(), F
         let used = used.max(0) as u64;
         v.install_bytes = Some(v.install_bytes.unwrap_or(0).max(used));
         if v.role == Role::Base {
+            // By the task's image (base may run on its derived samples' image): the name
+            // the next run's forecast knows the task by.
             let limit = task.resources.disk_bytes;
             gate.record(
-                &harness_core::disk::install_key(step.image, &task.install, limit),
+                &harness_core::disk::install_key(step.prep.human_image, &task.install, limit),
                 used,
             );
         }
