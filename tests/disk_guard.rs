@@ -35,7 +35,7 @@ fn an_install_holding_deleted_files_past_its_limit_is_stopped() {
     let out = tmp.path().join("out");
     let o = run(harness()
         .args(["opt-at-k", "--model", "test-model", "--k", "1"])
-        .args(["--run-id", "held", "--replicas", "1", "--dataset"])
+        .args(["--run-id", "held", "--dataset"])
         .arg(&ds)
         .arg("--predictions")
         .arg(&preds)

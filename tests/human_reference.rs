@@ -44,7 +44,7 @@ fn a_sample_making_the_humans_change_to_a_protected_file_is_judged_like_the_huma
     let out = tmp.path().join("out");
     let o = run(harness()
         .args(["opt-at-k", "--model", "test-model", "--k", "2"])
-        .args(["--run-id", "hr", "--replicas", "1", "--dataset"])
+        .args(["--run-id", "hr", "--dataset"])
         .arg(&ds)
         .arg("--predictions")
         .arg(&preds)
